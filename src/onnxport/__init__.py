@@ -1,0 +1,39 @@
+"""onnxport: export PyTorch models to ONNX, the torch.onnx API written anew.
+
+The public surface: `export`, `ONNXProgram`, `ONNXRuntimeOptions`, `register`, the
+errors, and `onnxport.translate` for people writing translations.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from onnxport import errors
+from onnxport._api import export, is_in_onnx_export
+from onnxport.errors import (
+    CaptureError,
+    CheckerError,
+    OnnxExporterError,
+    TranslationError,
+    UnsupportedOperatorError,
+    VerificationError,
+)
+from onnxport.program import ONNXProgram, ONNXRuntimeOptions
+from onnxport.registry import OnnxRegistry
+from onnxport.translate import register
+
+__all__ = [
+    "export",
+    "is_in_onnx_export",
+    "ONNXProgram",
+    "ONNXRuntimeOptions",
+    "OnnxRegistry",
+    "register",
+    "errors",
+    "OnnxExporterError",
+    "CaptureError",
+    "CheckerError",
+    "TranslationError",
+    "UnsupportedOperatorError",
+    "VerificationError",
+]

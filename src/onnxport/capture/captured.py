@@ -1,0 +1,36 @@
+"""Captured: what capture hands to translation, whichever front end produced it."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from onnxport.errors import CaptureAttempt
+
+
+@dataclasses.dataclass(slots=True)
+class Captured:
+    """An exported program plus how it was obtained.
+
+    `exported_program` is the torch.export result the translator walks; `attempts` records
+    every capture strategy tried (the last one succeeded); `decomposed` names the operators
+    that were decomposed because the op library has no translation for them.
+    """
+
+    exported_program: torch.export.ExportedProgram
+    strategy: str
+    attempts: list[CaptureAttempt]
+    decomposed: list[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+    decompose_seconds: float = 0.0
+
+    @property
+    def graph(self) -> torch.fx.Graph:
+        return self.exported_program.graph_module.graph
+
+
+def node_value(node: torch.fx.Node) -> Any:
+    """The example value (FakeTensor, SymInt, tuple of them, ...) torch.export recorded."""
+    return node.meta.get("val")

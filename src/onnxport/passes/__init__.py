@@ -1,0 +1,45 @@
+"""Graph passes run after translation. `DEFAULT_PASSES` is the list `optimize` applies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import onnx_ir as ir
+import onnx_ir.passes.common as common
+
+from onnxport.errors import PassError
+from onnxport.passes.fold_constants import FoldConstantsPass
+
+
+def default_passes() -> list[ir.passes.PassBase]:
+    """The passes `optimize()` runs, in order."""
+    return [
+        FoldConstantsPass(),
+        common.RemoveUnusedNodesPass(),
+        common.CommonSubexpressionEliminationPass(),
+        common.RemoveUnusedNodesPass(),
+        common.RemoveUnusedFunctionsPass(),
+        common.RemoveUnusedOpsetsPass(),
+    ]
+
+
+def cleanup_passes() -> list[ir.passes.PassBase]:
+    """Passes run on every export, even with optimize=False: only dead code removal."""
+    return [common.RemoveUnusedNodesPass()]
+
+
+def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase] | None = None) -> ir.Model:
+    """Run `passes` (default: `default_passes()`) in place; wrap failures in PassError."""
+    done: list[str] = []
+    for p in default_passes() if passes is None else passes:
+        name = type(p).__name__
+        try:
+            p(model)
+        except Exception as e:  # noqa: BLE001  (re-raised with the pass's name)
+            raise PassError(f"pass {name} failed after {done or 'no passes'}: {e}") from e
+        done.append(name)
+    return model
+
+
+PassFactory = Callable[[], ir.passes.PassBase]
+__all__ = ["FoldConstantsPass", "default_passes", "cleanup_passes", "run_passes"]

@@ -1,0 +1,124 @@
+"""The op library's registry: ATen overload (or any FX target) -> translation functions.
+
+One registry serves both front ends. Keys are `torch._ops.OpOverload` objects (or plain
+callables such as `operator.getitem`); each key holds translations by `since_opset`, and a
+lookup takes the newest one at or below the target opset. A translation registered later
+for the same key and opset wins, so a user's registration overrides a built-in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Translation:
+    """A translation function and when it applies."""
+
+    target: Any
+    function: Callable[..., Any]
+    since_opset: int = 1
+    is_custom: bool = False
+
+    @property
+    def location(self) -> str:
+        """`file:line name` of the function, for error messages."""
+        fn = inspect.unwrap(self.function)
+        try:
+            file = inspect.getsourcefile(fn) or "?"
+            line = inspect.getsourcelines(fn)[1]
+        except (OSError, TypeError):
+            return getattr(fn, "__qualname__", repr(fn))
+        short = file.split("/src/")[-1] if "/src/" in file else file
+        return f"{short}:{line} {getattr(fn, '__qualname__', '')}"
+
+
+def target_name(target: Any) -> str:
+    """A stable printable name: `aten.add.Tensor`, `operator.getitem`."""
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target.namespace}.{target._schema.name.split('::')[-1]}.{target._overloadname}"
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return f"{target._qualified_op_name.replace('::', '.')}"
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__name__", repr(target))
+    if module in ("_operator", "operator"):
+        module = "operator"
+    return f"{module}.{name}" if module else name
+
+
+class Registry:
+    """Translations keyed by FX target and opset."""
+
+    def __init__(self) -> None:
+        self._table: dict[Any, list[Translation]] = {}
+
+    def register(
+        self, *targets: Any, since_opset: int = 1, is_custom: bool = False
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: register the function for every target in `targets`."""
+
+        def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+            for target in _expand(targets):
+                self.add(Translation(target, fn, since_opset, is_custom))
+            return fn
+
+        return decorator
+
+    def add(self, translation: Translation) -> None:
+        """Add one translation; later additions win over earlier ones at the same opset."""
+        self._table.setdefault(translation.target, []).append(translation)
+
+    def lookup(self, target: Any, opset: int) -> Translation | None:
+        """The translation for `target` at `opset`, or None."""
+        candidates = self._table.get(target)
+        if not candidates:
+            return None
+        best: Translation | None = None
+        for t in candidates:
+            if t.since_opset <= opset and (best is None or t.since_opset >= best.since_opset):
+                best = t
+        return best
+
+    def all_for(self, target: Any) -> list[Translation]:
+        """Every translation of `target`, in registration order."""
+        return list(self._table.get(target, ()))
+
+    def targets(self) -> list[Any]:
+        """Every registered key."""
+        return list(self._table)
+
+    def copy(self) -> Registry:
+        """An independent copy: per-export edits never touch the default registry."""
+        new = Registry()
+        new._table = {k: list(v) for k, v in self._table.items()}
+        return new
+
+
+def _expand(targets: Iterable[Any]) -> Iterable[Any]:
+    for target in targets:
+        if isinstance(target, torch._ops.OpOverloadPacket):
+            for overload in target.overloads():
+                yield getattr(target, overload)
+        else:
+            yield target
+
+
+DEFAULT = Registry()
+register = DEFAULT.register
+
+_loaded = False
+
+
+def default_registry() -> Registry:
+    """The built-in op library, loaded once per process."""
+    global _loaded
+    if not _loaded:
+        import onnxport.ops  # noqa: F401  (registers every built-in translation)
+
+        _loaded = True
+    return DEFAULT

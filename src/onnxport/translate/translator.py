@@ -1,0 +1,354 @@
+"""The node loop: find every missing op first, then dispatch each FX node to its translation.
+
+The translator owns all node bookkeeping, so translations only build math:
+* values take their FX node's name (`<name>__<i>` for multiple outputs), initializers
+  keep their state_dict key, graph inputs take forward's parameter names;
+* node names follow the module hierarchy (`/encoder/layer.0/attention/MatMul`) and carry
+  the module path and user source line as metadata;
+* output dtypes and shapes come from the FX metadata; where a translation's result has
+  another dtype than PyTorch's (type promotion), a Cast is inserted here, once, for all ops;
+* failures are re-raised with the node, target, module path and source line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import onnx_ir as ir
+import torch
+from onnx_ir.tensor_adapters import TorchTensor
+
+from onnxport import _dtypes
+from onnxport.capture.captured import Captured, node_value
+from onnxport.errors import MissingOp, OnnxExporterError, TranslationError, UnsupportedOperatorError
+from onnxport.translate.binding import bind
+from onnxport.translate.builder import GraphBuilder
+from onnxport.translate.registry import Registry, target_name
+
+_META_SOURCE = "pkg.onnxport.source"
+_META_MODULE = "pkg.onnxport.module"
+_META_FX_NODE = "pkg.onnxport.fx_node"
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
+
+IR_VERSION = 10
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeContext:
+    """Where an FX node comes from in the user's code."""
+
+    module_path: str
+    source: str
+    name_prefix: str
+
+
+def node_context(node: torch.fx.Node) -> NodeContext:
+    """Module path, user source line and ONNX node-name prefix of an FX node."""
+    stack = node.meta.get("nn_module_stack") or {}
+    parts: list[str] = []
+    previous = ""
+    module_path = ""
+    for path, _type in stack.values():
+        if not path:
+            continue
+        if previous and path.startswith(previous + "."):
+            parts.append(path[len(previous) + 1:])
+        else:
+            parts.append(path)
+        previous = path
+        module_path = path
+    return NodeContext(module_path, _user_source(node.meta.get("stack_trace")),
+                       "/" + "/".join(parts) if parts else "")
+
+
+def _user_source(stack_trace: str | None) -> str:
+    if not stack_trace:
+        return ""
+    frames = _FRAME.findall(stack_trace)
+    if not frames:
+        return ""
+    user = [f for f in frames if not f[0].startswith(_TORCH_DIR)]
+    file, line, fn, code = (user or frames)[-1]
+    return f"{file}:{line} in {fn}: {code.strip()}"
+
+
+def find_missing(graph: torch.fx.Graph, registry: Registry, opset: int) -> list[MissingOp]:
+    """Every call target without a translation at `opset`, each with its first use."""
+    missing: dict[str, MissingOp] = {}
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        if registry.lookup(node.target, opset) is not None:
+            continue
+        name = target_name(node.target)
+        if name not in missing:
+            ctx = node_context(node)
+            missing[name] = MissingOp(name, node.name, ctx.module_path, ctx.source)
+    return list(missing.values())
+
+
+def unsupported_error(missing: Sequence[MissingOp], opset: int) -> UnsupportedOperatorError:
+    """The error listing every missing operator with where the model first uses it."""
+    lines = [
+        f"  {m.target:<34} first used by '{m.node}'"
+        + (f" in module '{m.module_path}'" if m.module_path else "")
+        + (f" ({m.source})" if m.source else "")
+        for m in missing
+    ]
+    noun = "operator has" if len(missing) == 1 else "operators have"
+    return UnsupportedOperatorError(
+        f"{len(missing)} {noun} no translation at opset {opset}:\n" + "\n".join(lines)
+        + f"\n  fix: register a translation, e.g. @onnxport.register(torch.ops.{missing[0].target})"
+        " (docs/adding_an_op.md)",
+        list(missing),
+    )
+
+
+class Translator:
+    """Translates one captured program into an onnx_ir Model."""
+
+    def __init__(
+        self,
+        captured: Captured,
+        registry: Registry,
+        opset: int,
+        *,
+        input_names: Sequence[str] | None = None,
+        output_names: Sequence[str] | None = None,
+        custom_opsets: dict[str, int] | None = None,
+    ) -> None:
+        self.captured = captured
+        self.registry = registry
+        self.opset = opset
+        self.input_names = list(input_names or [])
+        self.output_names = list(output_names or [])
+        graph = ir.Graph([], [], nodes=[], name="main_graph", opset_imports={"": opset})
+        self.g = GraphBuilder(graph, opset, custom_opsets=dict(custom_opsets or {}))
+        self.env: dict[torch.fx.Node, Any] = {}
+        self._bound: set[int] = set()
+
+    def run(self) -> ir.Model:
+        """Translate every node; return the model."""
+        program = self.captured.exported_program
+        fx_graph = program.graph
+        missing = find_missing(fx_graph, self.registry, self.opset)
+        if missing:
+            raise unsupported_error(missing, self.opset)
+        for node in fx_graph.nodes:
+            self.g.reserve_name(node.name)
+        self._add_inputs(program)
+        for node in fx_graph.nodes:
+            if node.op == "call_function":
+                self._translate_node(node)
+            elif node.op == "output":
+                self._add_outputs(program, node)
+            elif node.op != "placeholder":
+                raise TranslationError(f"unexpected FX node kind {node.op!r}", node=node.name)
+        graph = self.g.graph
+        for domain in sorted(self.g.used_domains):
+            graph.opset_imports.setdefault(domain, self.g.custom_opsets.get(domain, 1))
+        return ir.Model(graph, ir_version=IR_VERSION, producer_name="onnxport",
+                        producer_version=_version())
+
+    # -- inputs --------------------------------------------------------------------------
+    def _add_inputs(self, program: torch.export.ExportedProgram) -> None:
+        specs = {s.arg.name: s for s in program.graph_signature.input_specs if hasattr(s.arg, "name")}
+        state = program.state_dict
+        constants = program.constants
+        user_index = 0
+        kind = torch.export.graph_signature.InputKind
+        for node in program.graph.nodes:
+            if node.op != "placeholder":
+                continue
+            spec = specs.get(node.name)
+            val = node_value(node)
+            if spec is not None and spec.kind in (kind.PARAMETER, kind.BUFFER, kind.CONSTANT_TENSOR):
+                target = spec.target
+                tensor = state[target] if target in state else constants.get(target)
+                self._bind(node, self._initializer(target, tensor, val))
+                continue
+            if spec is not None and spec.kind not in (kind.USER_INPUT,):
+                raise TranslationError(f"unsupported graph input kind {spec.kind.name}", node=node.name)
+            name = self.input_names[user_index] if user_index < len(self.input_names) else node.name
+            if isinstance(val, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
+                user_index += 1
+                value = ir.Value(name=name)
+                _set_type(value, val)
+                self.g.reserve_name(name)
+                self.g.graph.inputs.append(value)
+                self._bind(node, value)
+            else:
+                # Python constants among the inputs were specialised by torch.export.
+                self.env[node] = val
+
+    def _initializer(self, name: str, tensor: torch.Tensor | None, val: Any) -> ir.Value:
+        value = ir.Value(name=name)
+        _set_type(value, val if tensor is None else tensor)
+        if tensor is not None and not isinstance(tensor, torch._subclasses.FakeTensor):
+            value.const_value = TorchTensor(tensor.detach(), name=name)
+        self.g.reserve_name(name)
+        self.g.graph.register_initializer(value)
+        return value
+
+    # -- nodes ---------------------------------------------------------------------------
+    def _convert(self, arg: Any) -> Any:
+        if isinstance(arg, torch.fx.Node):
+            return self.env[arg]
+        if isinstance(arg, (list, tuple)):
+            return type(arg)(self._convert(a) for a in arg)
+        return arg
+
+    def _translate_node(self, node: torch.fx.Node) -> None:
+        translation = self.registry.lookup(node.target, self.opset)
+        assert translation is not None  # find_missing ran first
+        ctx = node_context(node)
+        g = self.g
+        metadata = {_META_FX_NODE: node.name}
+        if ctx.module_path:
+            metadata[_META_MODULE] = ctx.module_path
+        if ctx.source:
+            metadata[_META_SOURCE] = ctx.source
+        g.scope.name_prefix = ctx.name_prefix
+        g.scope.value_prefix = node.name
+        g.scope.metadata = metadata
+        val = node_value(node)
+        vals = val if isinstance(val, (tuple, list)) else (val,)
+        g.out_vals = tuple(vals)
+        g.out_dtypes = tuple(_ir_dtype_of(v) for v in vals)
+        try:
+            args, kwargs = bind(node.target, node.args, node.kwargs, self._convert)
+            result = translation.function(g, *args, **kwargs)
+        except OnnxExporterError as e:
+            raise _with_context(e, node, ctx, translation.location) from e
+        except Exception as e:  # noqa: BLE001  (re-raised with the node's context)
+            raise _with_context(
+                TranslationError(f"{type(e).__name__}: {e}"), node, ctx, translation.location
+            ) from e
+        self._bind(node, self._finish(node, result, val))
+
+    def _finish(self, node: torch.fx.Node, result: Any, val: Any) -> Any:
+        if isinstance(val, (tuple, list)) and isinstance(result, (tuple, list)):
+            return type(result)(
+                self._finish_one(r, v, f"{node.name}__{i}") for i, (r, v) in enumerate(zip(result, val))
+            )
+        return self._finish_one(result, val, node.name)
+
+    def _finish_one(self, value: Any, val: Any, name: str) -> Any:
+        if not isinstance(value, ir.Value):
+            return value
+        expected = _ir_dtype_of(val)
+        if expected is not None and value.dtype is not None and value.dtype != expected:
+            value = self.g.op("Cast", value, to=expected)
+        if id(value) in self._bound or value.is_graph_input() or value.is_initializer():
+            return value
+        value.name = name
+        if expected is not None:
+            _set_type(value, val)
+        return value
+
+    def _bind(self, node: torch.fx.Node, value: Any) -> None:
+        self.env[node] = value
+        for v in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(v, ir.Value):
+                self._bound.add(id(v))
+
+    # -- outputs -------------------------------------------------------------------------
+    def _add_outputs(self, program: torch.export.ExportedProgram, node: torch.fx.Node) -> None:
+        kind = torch.export.graph_signature.OutputKind
+        specs = program.graph_signature.output_specs
+        flat = list(node.args[0]) if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
+        g = self.g
+        g.scope.name_prefix, g.scope.value_prefix, g.scope.metadata = "", "output", {}
+        index = 0
+        seen: set[int] = set()
+        for spec, arg in zip(specs, flat):
+            if spec.kind != kind.USER_OUTPUT:
+                continue
+            value = self.env[arg] if isinstance(arg, torch.fx.Node) else g.const(arg)
+            if not isinstance(value, ir.Value):
+                value = g.const(value)
+            if id(value) in seen or value.is_graph_input() or value.is_initializer() \
+                    or value.producer() is None:
+                value = _identity(g, value)
+            seen.add(id(value))
+            if index < len(self.output_names):
+                value.name = self._rename(value, self.output_names[index])
+            g.graph.outputs.append(value)
+            index += 1
+
+    def _rename(self, value: ir.Value, name: str) -> str:
+        if value.name == name:
+            return name
+        return self.g.unique_name(name)
+
+
+def _identity(g: GraphBuilder, value: ir.Value) -> ir.Value:
+    out = g.op("Identity", value)
+    out.shape = value.shape
+    return out
+
+
+def _with_context(error: OnnxExporterError, node: torch.fx.Node, ctx: NodeContext,
+                  location: str) -> OnnxExporterError:
+    if not isinstance(error, TranslationError) or error.node is not None:
+        return error
+    target = target_name(node.target)
+    where = f"  at node '{node.name}'"
+    if ctx.module_path:
+        where += f" in module '{ctx.module_path}'"
+    if ctx.source:
+        where += f" ({ctx.source})"
+    message = (
+        f"{target}: {error}\n{where}\n  translation: {location}\n"
+        "  fix: change the model code at that line, or register your own translation "
+        "(docs/adding_an_op.md)"
+    )
+    return TranslationError(message, node=node.name, target=target, module_path=ctx.module_path,
+                            source=ctx.source)
+
+
+def _ir_dtype_of(val: Any) -> ir.DataType | None:
+    if isinstance(val, torch.Tensor):
+        return _dtypes.to_ir(val.dtype)
+    if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
+        return ir.DataType.INT64
+    if isinstance(val, (torch.SymFloat, float)):
+        return ir.DataType.FLOAT
+    if isinstance(val, (torch.SymBool, bool)):
+        return ir.DataType.BOOL
+    return None
+
+
+def dim_of(d: Any) -> int | str:
+    """An ONNX dim from a torch size entry: an int, or the symbol's name (never guards)."""
+    if isinstance(d, torch.SymInt):
+        expr = d.node.expr
+        return int(expr) if expr.is_number else str(expr)
+    return int(d)
+
+
+def _set_type(value: ir.Value, val: Any) -> None:
+    if isinstance(val, torch.Tensor):
+        value.dtype = _dtypes.to_ir(val.dtype)
+        value.shape = ir.Shape([_dim(d) for d in val.shape])
+        return
+    dtype = _ir_dtype_of(val)
+    if dtype is not None:
+        value.dtype = dtype
+        value.shape = ir.Shape([])
+
+
+def _dim(d: Any) -> int | ir.SymbolicDim:
+    out = dim_of(d)
+    return out if isinstance(out, int) else ir.SymbolicDim(out)
+
+
+def _version() -> str:
+    from onnxport import __version__
+
+    return __version__

@@ -1,0 +1,95 @@
+"""compare_outputs: per-output differences between ONNX Runtime and eager PyTorch."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from onnxport.errors import VerificationError
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OutputDiff:
+    """How one output of the ONNX model differs from PyTorch's."""
+
+    index: int
+    name: str
+    expected_dtype: str
+    actual_dtype: str
+    expected_shape: tuple[int, ...]
+    actual_shape: tuple[int, ...]
+    max_abs_diff: float
+    max_rel_diff: float
+    passed: bool
+
+    def row(self) -> str:
+        """One markdown table row."""
+        mark = "ok" if self.passed else "MISMATCH"
+        return (f"| {self.index} | {self.name} | {self.expected_dtype} | {self.actual_dtype} | "
+                f"{self.expected_shape} | {self.actual_shape} | {self.max_abs_diff:.3g} | "
+                f"{self.max_rel_diff:.3g} | {mark} |")
+
+
+def compare_outputs(expected: Sequence[torch.Tensor], actual: Sequence[torch.Tensor],
+                    names: Sequence[str] = (), *, rtol: float | None = None,
+                    atol: float | None = None) -> list[OutputDiff]:
+    """Compare flattened outputs with torch.testing.assert_close's default tolerances."""
+    diffs: list[OutputDiff] = []
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        e = torch.as_tensor(e).detach().cpu()
+        a = torch.as_tensor(a)
+        name = names[i] if i < len(names) else f"output {i}"
+        passed = True
+        max_abs = max_rel = 0.0
+        try:
+            torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True)
+        except AssertionError:
+            passed = False
+        if e.shape == a.shape and e.numel() and not e.dtype.is_complex:
+            ef, af = e.double(), a.double()
+            finite = torch.isfinite(ef) & torch.isfinite(af)
+            if finite.any():
+                delta = (ef - af).abs()[finite]
+                max_abs = float(delta.max())
+                max_rel = float((delta / ef.abs()[finite].clamp_min(1e-12)).max())
+        diffs.append(OutputDiff(i, name, str(e.dtype), str(a.dtype), tuple(e.shape), tuple(a.shape),
+                                max_abs, max_rel, passed))
+    if len(expected) != len(actual):
+        diffs.append(OutputDiff(len(diffs), "count", str(len(expected)), str(len(actual)), (), (),
+                                float("inf"), float("inf"), False))
+    return diffs
+
+
+def flatten_outputs(outputs: Any) -> list[torch.Tensor]:
+    """The tensor leaves of a model's output, in pytree order (as the ONNX outputs)."""
+    leaves = torch.utils._pytree.tree_leaves(outputs)
+    return [x for x in leaves if isinstance(x, torch.Tensor)]
+
+
+def verify_program(program: Any, model: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
+                   *, rtol: float | None = None, atol: float | None = None) -> list[OutputDiff]:
+    """Run `program` in ONNX Runtime and `model` eagerly on the same inputs and compare.
+
+    Raises:
+        VerificationError: an output differs beyond tolerance; holds the diff table.
+    """
+    kwargs = dict(kwargs or {})
+    if isinstance(model, torch.export.ExportedProgram):
+        model = model.module()
+    with torch.no_grad():
+        expected = flatten_outputs(model(*args, **kwargs))
+    actual = program(*args, **kwargs)
+    names = [v.name for v in program.model.graph.outputs]
+    diffs = compare_outputs(expected, actual, names, rtol=rtol, atol=atol)
+    bad = [d for d in diffs if not d.passed]
+    if bad:
+        header = ("| # | output | torch dtype | onnx dtype | torch shape | onnx shape | max abs | "
+                  "max rel | result |\n|---|---|---|---|---|---|---|---|---|")
+        table = "\n".join([header, *(d.row() for d in diffs)])
+        raise VerificationError(
+            f"{len(bad)} of {len(diffs)} outputs differ from eager PyTorch:\n{table}\n"
+            "  fix: run onnxport with report=True and see docs/debugging.md", diffs)
+    return diffs

@@ -1,0 +1,76 @@
+"""OpInfo-driven op tests: which OpInfo entries test which translations, and known gaps.
+
+Adding an op (docs/adding_an_op.md):
+1. Read the ATen schema (`torch.ops.aten.<op>.<overload>._schema`) and the ONNX spec.
+2. Write the translation in `src/onnxport/ops/<family>.py` with `@register(aten.<op>.<overload>)`.
+3. Add an `OpTest("<opinfo name>", covers=(aten.<op>.<overload>,))` to `tests/ops/cases/<family>.py`.
+4. Run `pytest tests/ops -k <opinfo name>`; add edge cases the spec mentions.
+5. Mark real gaps with `.xfail(reason=...)` or `.skip(when=..., reason=...)`, never silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class Gap:
+    """A known failure: xfail (expected to fail, strict) or skip (not run)."""
+
+    reason: str
+    dtypes: tuple[torch.dtype, ...] | None = None
+    when: Callable[[Any], bool] | None = None
+    is_skip: bool = False
+
+    def applies(self, dtype: torch.dtype, sample: Any = None) -> bool:
+        if self.dtypes is not None and dtype not in self.dtypes:
+            return False
+        if self.when is not None:
+            return sample is not None and bool(self.when(sample))
+        return True
+
+
+@dataclasses.dataclass(frozen=True)
+class OpTest:
+    """One OpInfo entry and the translations its samples must reach."""
+
+    name: str
+    covers: tuple[Any, ...] = ()
+    variant: str = ""
+    dtypes: tuple[torch.dtype, ...] = (torch.float32,)
+    tolerance: dict[torch.dtype, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    gaps: tuple[Gap, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}.{self.variant}" if self.variant else self.name
+
+    def xfail(self, *, reason: str, dtypes: Any = None, when: Any = None) -> OpTest:
+        return dataclasses.replace(self, gaps=(*self.gaps, Gap(reason, _tuple(dtypes), when)))
+
+    def skip(self, *, reason: str, dtypes: Any = None, when: Any = None) -> OpTest:
+        return dataclasses.replace(self, gaps=(*self.gaps, Gap(reason, _tuple(dtypes), when, True)))
+
+
+def _tuple(x: Any) -> tuple[torch.dtype, ...] | None:
+    return None if x is None else tuple(x)
+
+
+def load_cases() -> list[OpTest]:
+    """Every OpTest from tests/ops/cases/*.py (each module defines CASES)."""
+    from tests.ops import cases
+
+    out: list[OpTest] = []
+    for info in sorted(pkgutil.iter_modules(cases.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{cases.__name__}.{info.name}")
+        out.extend(getattr(module, "CASES", []))
+    return out
+
+
+OP_TESTS = load_cases()
