@@ -14,6 +14,7 @@ import torch
 from onnxport.capture import capture
 from onnxport.errors import OnnxExporterError
 from onnxport.passes import cleanup_passes, run_passes
+from onnxport.passes.convert_opset import LIBRARY_OPSET, convert_to_opset
 from onnxport.program import ONNXProgram
 from onnxport.translate import Registry, default_registry
 from onnxport.translate.translator import Translator
@@ -110,8 +111,11 @@ def export(
     if isinstance(args, torch.Tensor):
         args = (args,)
     args = tuple(args)
-    opset = opset_version or DEFAULT_OPSET
+    target_opset = opset_version or DEFAULT_OPSET
+    # Translations are written for opset 18 and newer; older targets are converted down.
+    opset = max(target_opset, LIBRARY_OPSET)
     table = _as_registry(registry)
+    dim_names = _dim_names(dynamic_axes, dynamic_shapes)
     if dynamic_axes and dynamic_shapes is None:
         dynamic_shapes = _dynamic_axes_to_shapes(model, args, kwargs, dynamic_axes, input_names)
     name = type(model).__name__ if not callable(model) or isinstance(model, torch.nn.Module) \
@@ -131,12 +135,14 @@ def export(
                 rep.exported_program = str(captured.exported_program)
             t1 = time.perf_counter()
             onnx_model = Translator(captured, table, opset, input_names=input_names,
-                                    output_names=output_names).run()
+                                    output_names=output_names, dim_names=dim_names).run()
             timings["translate"] = time.perf_counter() - t1
             t2 = time.perf_counter()
             run_passes(onnx_model, cleanup_passes())
             if optimize:
                 run_passes(onnx_model)
+            if target_opset < opset:
+                onnx_model = convert_to_opset(onnx_model, target_opset)
             timings["passes"] = time.perf_counter() - t2
             program = ONNXProgram(onnx_model, captured.exported_program)
             if rep is not None:
@@ -180,6 +186,29 @@ def _as_registry(registry: Any) -> Registry:
     if isinstance(inner, Registry):
         return inner
     raise TypeError(f"registry must be an OnnxRegistry, not {type(registry).__name__}")
+
+
+def _dim_names(dynamic_axes: Mapping[str, Any] | None, dynamic_shapes: Any) -> dict[str, dict[int, str]]:
+    """{input name: {axis: dim name}} from dynamic_axes names or named torch.export Dims."""
+    names: dict[str, dict[int, str]] = {}
+    for input_name, axes in (dynamic_axes or {}).items():
+        if isinstance(axes, Mapping):
+            names[input_name] = {int(a): str(n) for a, n in axes.items()}
+        else:
+            names[input_name] = {int(a): f"{input_name}_dynamic_axes_{i + 1}" for i, a in enumerate(axes)}
+    if isinstance(dynamic_shapes, Mapping):
+        for input_name, spec in dynamic_shapes.items():
+            if isinstance(spec, Mapping):
+                found = {int(a): d.__name__ for a, d in spec.items()
+                         if isinstance(getattr(d, "__name__", None), str) and type(d).__name__ != "_DimHint"}
+            elif isinstance(spec, (list, tuple)):
+                found = {i: d.__name__ for i, d in enumerate(spec)
+                         if isinstance(getattr(d, "__name__", None), str) and type(d).__name__ != "_DimHint"}
+            else:
+                continue
+            if found:
+                names.setdefault(str(input_name), {}).update(found)
+    return names
 
 
 def _dynamic_axes_to_shapes(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None,

@@ -121,8 +121,11 @@ class Translator:
         input_names: Sequence[str] | None = None,
         output_names: Sequence[str] | None = None,
         custom_opsets: dict[str, int] | None = None,
+        dim_names: dict[str, dict[int, str]] | None = None,
     ) -> None:
         self.captured = captured
+        self.input_dim_names = dict(dim_names or {})
+        self.dim_names: dict[str, str] = {}
         self.registry = registry
         self.opset = opset
         self.input_names = list(input_names or [])
@@ -178,13 +181,24 @@ class Translator:
             if isinstance(val, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
                 user_index += 1
                 value = ir.Value(name=name)
-                _set_type(value, val)
+                self._learn_dim_names(val, self.input_dim_names.get(name) or
+                                      self.input_dim_names.get(node.name))
+                _set_type(value, val, self.dim_names)
                 self.g.reserve_name(name)
                 self.g.graph.inputs.append(value)
                 self._bind(node, value)
             else:
                 # Python constants among the inputs were specialised by torch.export.
                 self.env[node] = val
+
+    def _learn_dim_names(self, val: Any, names: dict[int, str] | None) -> None:
+        """Map the symbols of an input's dynamic dims to the user's names for them."""
+        if not names or not isinstance(val, torch.Tensor):
+            return
+        for axis, name in names.items():
+            symbol = dim_of(val.shape[axis])
+            if isinstance(symbol, str):
+                self.dim_names.setdefault(symbol, name)
 
     def _initializer(self, name: str, tensor: torch.Tensor | None, val: Any) -> ir.Value:
         value = ir.Value(name=name)
@@ -221,7 +235,8 @@ class Translator:
         g.out_vals = tuple(vals)
         g.out_dtypes = tuple(_ir_dtype_of(v) for v in vals)
         try:
-            args, kwargs = bind(node.target, node.args, node.kwargs, self._convert)
+            args, kwargs = bind(node.target, node.args, node.kwargs, self._convert,
+                                translation.function)
             result = translation.function(g, *args, **kwargs)
         except OnnxExporterError as e:
             raise _with_context(e, node, ctx, translation.location) from e
@@ -248,7 +263,7 @@ class Translator:
             return value
         value.name = name
         if expected is not None:
-            _set_type(value, val)
+            _set_type(value, val, self.dim_names)
         return value
 
     def _bind(self, node: torch.fx.Node, value: Any) -> None:
@@ -332,10 +347,10 @@ def dim_of(d: Any) -> int | str:
     return int(d)
 
 
-def _set_type(value: ir.Value, val: Any) -> None:
+def _set_type(value: ir.Value, val: Any, dim_names: dict[str, str] | None = None) -> None:
     if isinstance(val, torch.Tensor):
         value.dtype = _dtypes.to_ir(val.dtype)
-        value.shape = ir.Shape([_dim(d) for d in val.shape])
+        value.shape = ir.Shape([_dim(d, dim_names) for d in val.shape])
         return
     dtype = _ir_dtype_of(val)
     if dtype is not None:
@@ -343,9 +358,11 @@ def _set_type(value: ir.Value, val: Any) -> None:
         value.shape = ir.Shape([])
 
 
-def _dim(d: Any) -> int | ir.SymbolicDim:
+def _dim(d: Any, dim_names: dict[str, str] | None) -> int | ir.SymbolicDim:
     out = dim_of(d)
-    return out if isinstance(out, int) else ir.SymbolicDim(out)
+    if isinstance(out, int):
+        return out
+    return ir.SymbolicDim(dim_names.get(out, out) if dim_names else out)
 
 
 def _version() -> str:
