@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from onnxport.capture.captured import Captured
+from onnxport.capture.inplace import effective_target
 from onnxport.errors import CaptureAttempt, CaptureError
 
 logger = logging.getLogger(__name__)
@@ -23,26 +24,28 @@ logger = logging.getLogger(__name__)
 STRATEGIES = ("non-strict", "strict")
 
 
-class _FunctionModule(torch.nn.Module):
-    """Wraps a plain callable so torch.export can capture it."""
+def _function_module(fn: Callable[..., Any]) -> torch.nn.Module:
+    """An nn.Module whose forward has `fn`'s signature (so inputs keep their names)."""
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-        try:
-            self.forward.__func__.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
-        except (TypeError, ValueError):
-            pass
+    def forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
 
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.fn(*args, **kwargs)
+    try:
+        sig = inspect.signature(fn)
+        self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+        forward.__signature__ = sig.replace(  # type: ignore[attr-defined]
+            parameters=[self_param, *sig.parameters.values()])
+    except (TypeError, ValueError):
+        pass
+    name = getattr(fn, "__name__", "function")
+    return type(f"{name}_module", (torch.nn.Module,), {"forward": forward})()
 
 
 def _as_module(model: Any) -> torch.nn.Module:
     if isinstance(model, torch.nn.Module):
         return model
     if callable(model):
-        return _FunctionModule(model)
+        return _function_module(model)
     raise CaptureError(f"cannot export an object of type {type(model).__name__}: "
                        "pass an nn.Module, a function or a torch.export.ExportedProgram")
 
@@ -116,10 +119,11 @@ def _decompose_untranslated(captured: Captured, has_translation: Callable[[Any],
         for node in program.graph.nodes:
             if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
                 continue
-            if node.target._schema.is_mutable:
+            target = effective_target(node)
+            if target is node.target and node.target._schema.is_mutable:
                 has_mutation = True
-            if not has_translation(node.target):
-                missing.add(node.target)
+            if not has_translation(target):
+                missing.add(target)
         if table_all is None and missing:
             table_all = torch.export.default_decompositions()
         table = {op: table_all[op] for op in missing if table_all is not None and op in table_all}

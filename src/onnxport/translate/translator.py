@@ -24,6 +24,7 @@ from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport import _dtypes
 from onnxport.capture.captured import Captured, node_value
+from onnxport.capture.inplace import effective_target
 from onnxport.errors import MissingOp, OnnxExporterError, TranslationError, UnsupportedOperatorError
 from onnxport.translate.binding import bind
 from onnxport.translate.builder import GraphBuilder
@@ -83,9 +84,10 @@ def find_missing(graph: torch.fx.Graph, registry: Registry, opset: int) -> list[
     for node in graph.nodes:
         if node.op != "call_function":
             continue
-        if registry.lookup(node.target, opset) is not None:
+        target = effective_target(node)
+        if registry.lookup(target, opset) is not None:
             continue
-        name = target_name(node.target)
+        name = target_name(target)
         if name not in missing:
             ctx = node_context(node)
             missing[name] = MissingOp(name, node.name, ctx.module_path, ctx.source)
@@ -218,7 +220,8 @@ class Translator:
         return arg
 
     def _translate_node(self, node: torch.fx.Node) -> None:
-        translation = self.registry.lookup(node.target, self.opset)
+        target = effective_target(node)
+        translation = self.registry.lookup(target, self.opset)
         assert translation is not None  # find_missing ran first
         ctx = node_context(node)
         g = self.g
@@ -235,7 +238,7 @@ class Translator:
         g.out_vals = tuple(vals)
         g.out_dtypes = tuple(_ir_dtype_of(v) for v in vals)
         try:
-            args, kwargs = bind(node.target, node.args, node.kwargs, self._convert,
+            args, kwargs = bind(target, node.args, node.kwargs, self._convert,
                                 translation.function)
             result = translation.function(g, *args, **kwargs)
         except OnnxExporterError as e:
@@ -244,7 +247,11 @@ class Translator:
             raise _with_context(
                 TranslationError(f"{type(e).__name__}: {e}"), node, ctx, translation.location
             ) from e
-        self._bind(node, self._finish(node, result, val))
+        result = self._finish(node, result, val)
+        self._bind(node, result)
+        if target is not node.target:
+            # A functionalized in-place op: later reads of the mutated tensor see the result.
+            self.env[node.args[0]] = result  # type: ignore[index]
 
     def _finish(self, node: torch.fx.Node, result: Any, val: Any) -> Any:
         if isinstance(val, (tuple, list)) and isinstance(result, (tuple, list)):

@@ -37,8 +37,10 @@ class ExportReport:
         if self.attempts:
             out += ["## Capture strategies", "", "| strategy | result | seconds |", "|---|---|---|"]
             for a in self.attempts:
-                result = "ok" if a.error is None else f"{type(a.error).__name__}: " + \
-                    str(a.error).strip().splitlines()[0][:200] if str(a.error).strip() else "failed"
+                result = "ok"
+                if a.error is not None:
+                    first = (str(a.error).strip().splitlines() or [""])[0][:200]
+                    result = f"{type(a.error).__name__}: {first}"
                 out.append(f"| {a.strategy} | {result} | {a.seconds:.3f} |")
             out.append("")
         if self.decomposed:
