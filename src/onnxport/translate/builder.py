@@ -239,6 +239,9 @@ def _make_attr(name: str, value: Any) -> ir.Attr:
     head, sep, suffix = name.rpartition("_")
     if sep and suffix in _SUFFIX_TYPES and head:
         attr_type = _SUFFIX_TYPES[suffix]
+        if isinstance(value, (list, tuple)) and suffix in ("f", "i", "s", "t", "g"):
+            # torch.onnx's convention: `axes_i=[0, 1]` is a list of ints.
+            attr_type = _SUFFIX_TYPES[suffix + "s"]
         return _typed_attr(head, attr_type, value)
     return _typed_attr(name, None, value)
 

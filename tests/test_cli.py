@@ -1,0 +1,37 @@
+"""The onnxport command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+from onnxport.cli import main
+
+
+def test_export_builtin_example_and_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "mlp.onnx"
+    assert main(["export", "--example", "mlp", "-o", str(out), "--verify"]) == 0
+    onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+    printed = capsys.readouterr().out
+    assert "verified" in printed and "mlp.onnx" in printed
+
+
+def test_export_from_factory_with_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "my_models.py").write_text(
+        "import torch\n"
+        "def make():\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()), (torch.randn(2, 4),)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    assert main(["export", "my_models:make", "-o", "m.onnx", "--verify", "--report"]) == 0
+    assert (tmp_path / "m.onnx").exists()
+    assert list(tmp_path.glob("onnxport_report_*_success.md"))
+
+
+def test_unknown_example_is_a_clear_error() -> None:
+    with pytest.raises(SystemExit, match="no example"):
+        main(["export", "--example", "nope"])
