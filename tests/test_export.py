@@ -23,7 +23,7 @@ class _InPlace(torch.nn.Module):
 
 def test_safe_inplace_ops_translate_without_retrace() -> None:
     captured = capture(_InPlace(), (torch.randn(3, 4),), None, has_translation=lambda t: True)
-    assert captured.decompose_seconds == 0.0
+    assert not captured.retraced and not captured.decomposed
     program = export_and_compare(_InPlace(), (torch.randn(3, 4),))
     assert "pkg.onnxport.fx_node" in next(iter(program.model.graph)).metadata_props
 
@@ -117,3 +117,20 @@ def test_saved_model_passes_the_checker(tmp_path) -> None:  # type: ignore[no-un
     path = tmp_path / "mlp.onnx"
     onnxport.export(MLPModel().eval(), (torch.rand(5, 8),), str(path))
     onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+
+
+def test_untranslated_op_is_decomposed_alone_without_retrace() -> None:
+    class M(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.special.xlog1py(x, x + 1).relu()
+
+    x = torch.rand(3, 4)
+    captured = capture(M(), (x,), None, has_translation=lambda t: t != torch.ops.aten.special_xlog1py.default)
+    assert not captured.retraced and captured.decomposed == ["aten.special_xlog1py.default"]
+    program = export_and_compare(M(), (x,), dynamic_shapes=({0: torch.export.Dim("b")},))
+    targets = {str(n.target) for n in program.exported_program.graph.nodes}
+    assert "aten.special_xlog1py.default" not in targets
+    assert "aten.log1p.default" in targets
+    assert str(program.model.graph.inputs[0].shape) == "[b,4]"
+    relu = next(n for n in program.model.graph if n.op_type == "Relu")
+    assert "in forward" in relu.metadata_props["pkg.onnxport.source"]

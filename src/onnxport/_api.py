@@ -196,8 +196,13 @@ def _dim_names(dynamic_axes: Mapping[str, Any] | None, dynamic_shapes: Any) -> d
             names[input_name] = {int(a): str(n) for a, n in axes.items()}
         else:
             names[input_name] = {int(a): f"{input_name}_dynamic_axes_{i + 1}" for i, a in enumerate(axes)}
+    specs: list[tuple[str, Any]] = []
     if isinstance(dynamic_shapes, Mapping):
-        for input_name, spec in dynamic_shapes.items():
+        specs = [(str(k), v) for k, v in dynamic_shapes.items()]
+    elif isinstance(dynamic_shapes, (list, tuple)):
+        specs = [(f"#{i}", v) for i, v in enumerate(dynamic_shapes)]
+    if specs:
+        for input_name, spec in specs:
             if isinstance(spec, Mapping):
                 found = {int(a): d.__name__ for a, d in spec.items()
                          if isinstance(getattr(d, "__name__", None), str) and type(d).__name__ != "_DimHint"}

@@ -16,7 +16,8 @@ class Captured:
 
     `exported_program` is the torch.export result the translator walks; `attempts` records
     every capture strategy tried (the last one succeeded); `decomposed` names the operators
-    that were decomposed because the op library has no translation for them.
+    that were decomposed because the op library has no translation for them; `retraced` says
+    whether the whole program had to go through `run_decompositions`.
     """
 
     exported_program: torch.export.ExportedProgram
@@ -25,6 +26,7 @@ class Captured:
     decomposed: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     decompose_seconds: float = 0.0
+    retraced: bool = False
 
     @property
     def graph(self) -> torch.fx.Graph:

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from onnxport.capture.captured import Captured
+from onnxport.capture.decompose import decompose_node, decomposition_table
 from onnxport.capture.inplace import effective_target
 from onnxport.errors import CaptureAttempt, CaptureError
 
@@ -100,7 +101,9 @@ def capture(
     seconds = time.perf_counter() - start
     captured = Captured(program, strategy, attempts, seconds=seconds)
     if has_translation is not None:
-        _decompose_untranslated(captured, has_translation)
+        # Never edit a program the caller handed us; run_decompositions returns a new one.
+        _decompose_untranslated(captured, has_translation,
+                                in_place=not isinstance(model, torch.export.ExportedProgram))
     return captured
 
 
@@ -109,29 +112,43 @@ def _first_line(error: BaseException | None) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def _decompose_untranslated(captured: Captured, has_translation: Callable[[Any], bool]) -> None:
-    """Decompose only the ops without a translation; functionalize in-place ops if any."""
-    table_all = None
-    for _ in range(4):
-        program = captured.exported_program
-        missing: set[torch._ops.OpOverload] = set()
+def _decompose_untranslated(captured: Captured, has_translation: Callable[[Any], bool], *,
+                            in_place: bool = True) -> None:
+    """Decompose only the ops without a translation; functionalize unsafe in-place ops.
+
+    Untranslated nodes are decomposed one by one in place (`decompose.py`); the whole-program
+    `run_decompositions` is the fallback, for in-place ops on inputs or views and for nodes
+    whose decomposition cannot be traced alone.
+    """
+    program = captured.exported_program
+    t0 = time.perf_counter()
+    table = decomposition_table()
+    for _ in range(8):  # a decomposition may produce ops that need decomposing in turn
+        fallback: dict[Any, Any] = {}
         has_mutation = False
-        for node in program.graph.nodes:
+        changed = False
+        for node in list(program.graph.nodes):
             if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
                 continue
             target = effective_target(node)
             if target is node.target and node.target._schema.is_mutable:
                 has_mutation = True
-            if not has_translation(target):
-                missing.add(target)
-        if table_all is None and missing:
-            table_all = torch.export.default_decompositions()
-        table = {op: table_all[op] for op in missing if table_all is not None and op in table_all}
-        if not table and not has_mutation:
-            return
-        t0 = time.perf_counter()
-        captured.exported_program = program.run_decompositions(table)
-        captured.decompose_seconds += time.perf_counter() - t0
-        captured.decomposed.extend(sorted(str(op) for op in table))
-        if not table:
-            return
+            if has_translation(target) or target not in table:
+                continue
+            if in_place and target is node.target \
+                    and decompose_node(program.graph, node, table[target]):
+                changed = True
+                captured.decomposed.append(str(target))
+            else:
+                fallback[target] = table[target]
+        if fallback or has_mutation:
+            program = program.run_decompositions(fallback)
+            captured.retraced = True
+            captured.decomposed.extend(str(op) for op in fallback)
+        if not changed and not fallback:
+            break
+    if captured.decomposed:
+        program.graph_module.recompile()
+        captured.decomposed = sorted(set(captured.decomposed))
+    captured.exported_program = program
+    captured.decompose_seconds = time.perf_counter() - t0

@@ -183,8 +183,9 @@ class Translator:
             if isinstance(val, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
                 user_index += 1
                 value = ir.Value(name=name)
-                self._learn_dim_names(val, self.input_dim_names.get(name) or
-                                      self.input_dim_names.get(node.name))
+                self._learn_dim_names(val, self.input_dim_names.get(name)
+                                      or self.input_dim_names.get(node.name)
+                                      or self.input_dim_names.get(f"#{user_index - 1}"))
                 _set_type(value, val, self.dim_names)
                 self.g.reserve_name(name)
                 self.g.graph.inputs.append(value)

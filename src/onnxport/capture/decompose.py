@@ -1,0 +1,87 @@
+"""Decompose single FX nodes in place: only the ops the op library cannot translate.
+
+`ExportedProgram.run_decompositions` re-traces the whole program (it costs more than the
+capture itself, and grows with the square of the parameter count). Here each untranslated
+node is traced alone with its decomposition on its FakeTensor metadata and the resulting
+ATen nodes are spliced into the graph where it stood, keeping its module path and source.
+A node that cannot be handled this way is left for `run_decompositions`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch._guards import detect_fake_mode
+from torch.fx.experimental.proxy_tensor import make_fx
+
+logger = logging.getLogger(__name__)
+
+_KEPT_META = ("nn_module_stack", "stack_trace", "source_fn_stack", "from_node")
+
+
+@functools.cache
+def decomposition_table() -> dict[Any, Callable[..., Any]]:
+    """torch.export's default decompositions, built once per process."""
+    return dict(torch.export.default_decompositions().items())
+
+
+def decompose_node(graph: torch.fx.Graph, node: torch.fx.Node,
+                   decomposition: Callable[..., Any]) -> bool:
+    """Replace `node` by the ATen nodes of its decomposition; False if it cannot be done here."""
+    leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
+    node_index = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node)]
+    vals = [leaves[i].meta.get("val") for i in node_index]
+    if any(not isinstance(v, torch.Tensor) for v in vals):
+        return False
+
+    def call(*tensors: Any) -> Any:
+        filled = list(leaves)
+        for j, i in enumerate(node_index):
+            filled[i] = tensors[j]
+        args, kwargs = pytree.tree_unflatten(filled, spec)
+        return decomposition(*args, **kwargs)
+
+    fake_mode = detect_fake_mode(vals)
+    try:
+        with fake_mode if fake_mode is not None else contextlib.nullcontext():
+            sub = make_fx(call, tracing_mode="real")(*vals)
+    except Exception as e:  # noqa: BLE001  (the caller falls back to run_decompositions)
+        logger.info("local decomposition of %s failed: %s", node.target, e)
+        return False
+    if any(n.op == "get_attr" for n in sub.graph.nodes):
+        return False
+    output = next(n for n in sub.graph.nodes if n.op == "output").args[0]
+    is_tuple = isinstance(output, (tuple, list))
+    if is_tuple and any(u.target is not operator.getitem for u in node.users):
+        return False
+    if not is_tuple and not isinstance(output, torch.fx.Node):
+        return False
+    env: dict[torch.fx.Node, Any] = {}
+    placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+    for placeholder, j in zip(placeholders, node_index):
+        env[placeholder] = leaves[j]
+    with graph.inserting_before(node):
+        for sub_node in sub.graph.nodes:
+            if sub_node.op in ("placeholder", "output"):
+                continue
+            new = graph.node_copy(sub_node, lambda n: env[n])
+            for key in _KEPT_META:
+                if key in node.meta:
+                    new.meta[key] = node.meta[key]
+            env[sub_node] = new
+    result = torch.fx.map_arg(output, lambda n: env[n])
+    if is_tuple:
+        for user in list(node.users):
+            user.replace_all_uses_with(result[user.args[1]])
+            graph.erase_node(user)
+    else:
+        node.replace_all_uses_with(result)
+    graph.erase_node(node)
+    return True
