@@ -9,7 +9,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from onnxport import errors
-from onnxport._api import export, is_in_onnx_export
+from onnxport._api import dynamo_export, export, is_in_onnx_export
 from onnxport.errors import (
     CaptureError,
     CheckerError,
@@ -18,12 +18,19 @@ from onnxport.errors import (
     UnsupportedOperatorError,
     VerificationError,
 )
+from onnxport.fake import ONNXFakeContext, enable_fake_mode
+from onnxport.options import DiagnosticOptions, ExportOptions
 from onnxport.program import ONNXProgram, ONNXRuntimeOptions
 from onnxport.registry import OnnxRegistry
 from onnxport.translate import register
 
 __all__ = [
     "export",
+    "dynamo_export",
+    "ExportOptions",
+    "DiagnosticOptions",
+    "enable_fake_mode",
+    "ONNXFakeContext",
     "is_in_onnx_export",
     "ONNXProgram",
     "ONNXRuntimeOptions",

@@ -13,6 +13,7 @@ import torch
 
 from onnxport.capture import capture
 from onnxport.errors import OnnxExporterError
+from onnxport.options import ExportOptions
 from onnxport.passes import cleanup_passes, run_passes
 from onnxport.passes.convert_opset import LIBRARY_OPSET, convert_to_opset
 from onnxport.program import ONNXProgram
@@ -175,6 +176,57 @@ def export(
         rep.timings = timings
         rep.write(os.fspath(artifacts_dir))
     return program
+
+
+def dynamo_export(model: torch.nn.Module | torch.export.ExportedProgram | Any, /,
+                  *model_args: Any, export_options: ExportOptions | None = None,
+                  **model_kwargs: Any) -> ONNXProgram:
+    """Export a model to ONNX with the TorchDynamo-based exporter (the PyTorch 2.1 API).
+
+    Args:
+        model: An nn.Module, a callable or a torch.export.ExportedProgram.
+        model_args: Positional inputs to the model.
+        export_options: ExportOptions (dynamic shapes, registry, fake context, diagnostics).
+        model_kwargs: Keyword inputs to the model; Python numbers are baked into the graph.
+
+    Returns:
+        The ONNXProgram.
+
+    Example:
+        >>> import torch, onnxport
+        >>> program = onnxport.dynamo_export(torch.nn.Linear(2, 2), torch.randn(3, 2))
+        >>> [v.name for v in program.model.graph.inputs]
+        ['input']
+    """
+    options = export_options or ExportOptions()
+    dynamic_shapes = None
+    if options.dynamic_shapes:
+        dynamic_shapes = _all_dims_dynamic(model, model_args, model_kwargs)
+    program = export(model, model_args, kwargs=model_kwargs or None, dynamic_shapes=dynamic_shapes,
+                     registry=options.onnx_registry)
+    assert program is not None
+    return program
+
+
+def _all_dims_dynamic(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A dynamic_shapes spec marking every dimension of every tensor input dynamic."""
+    def spec(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return {i: torch.export.Dim.AUTO for i in range(x.dim())} if x.dim() else None
+        return None
+
+    if isinstance(model, torch.export.ExportedProgram):
+        return None
+    mapped_args = torch.utils._pytree.tree_map(spec, tuple(args))
+    if not kwargs:
+        return mapped_args
+    import inspect
+
+    forward = model.forward if isinstance(model, torch.nn.Module) else model
+    params = list(inspect.signature(forward).parameters)
+    named = {params[i]: s for i, s in enumerate(mapped_args) if i < len(params)}
+    named.update({k: torch.utils._pytree.tree_map(spec, v) for k, v in kwargs.items()})
+    return named
 
 
 def _as_registry(registry: Any) -> Registry:

@@ -129,6 +129,8 @@ class ONNXProgram:
             TypeError: `external_data` is True and `destination` is not a path.
         """
         is_path = isinstance(destination, (str, os.PathLike))
+        if include_initializers:
+            self._check_weights("save the weights")
         if external_data and not is_path:
             raise TypeError("external_data=True needs a file path as destination, not a file object")
         with self._save_view(include_initializers, keep_initializers_as_inputs):
@@ -155,12 +157,21 @@ class ONNXProgram:
         finally:
             if not include_initializers:
                 for v in initializers:
-                    graph.register_initializer(v)
+                    graph.initializers[v.name] = v
             if keep_as_inputs:
                 graph.inputs.clear()
                 graph.inputs.extend(inputs)
 
     # -- weights -------------------------------------------------------------------------
+    def _check_weights(self, purpose: str) -> None:
+        missing = [name for name, v in self.model.graph.initializers.items() if v.const_value is None]
+        if missing:
+            shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+            raise OnnxExporterError(
+                f"cannot {purpose}: {len(missing)} weights have no data ({shown}); the model was "
+                "exported in fake mode. Call apply_weights(state_dict) first, or save with "
+                "include_initializers=False")
+
     def apply_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         """Attach (or replace) weights by their state_dict names, e.g. after fake mode.
 
@@ -197,6 +208,7 @@ class ONNXProgram:
     ) -> None:
         """Create the ONNX Runtime session `__call__` uses (done on first call otherwise)."""
         self.release()
+        self._check_weights("run the model")
         if _weights_bytes(self.model) > _EXTERNAL_THRESHOLD:
             self._tempdir = tempfile.TemporaryDirectory(prefix="onnxport_")
             path = os.path.join(self._tempdir.name, "model.onnx")

@@ -165,8 +165,8 @@ class Translator:
         specs = {s.arg.name: s for s in program.graph_signature.input_specs if hasattr(s.arg, "name")}
         state = program.state_dict
         constants = program.constants
-        user_index = 0
         kind = torch.export.graph_signature.InputKind
+        user_inputs: list[tuple[torch.fx.Node, str]] = []
         for node in program.graph.nodes:
             if node.op != "placeholder":
                 continue
@@ -176,32 +176,43 @@ class Translator:
                 target = spec.target
                 tensor = state[target] if target in state else constants.get(target)
                 self._bind(node, self._initializer(target, tensor, val))
-                continue
-            if spec is not None and spec.kind not in (kind.USER_INPUT,):
+            elif spec is not None and spec.kind is not kind.USER_INPUT:
                 raise TranslationError(f"unsupported graph input kind {spec.kind.name}", node=node.name)
-            name = self.input_names[user_index] if user_index < len(self.input_names) else node.name
-            if isinstance(val, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
-                user_index += 1
-                value = ir.Value(name=name)
-                self._learn_dim_names(val, self.input_dim_names.get(name)
-                                      or self.input_dim_names.get(node.name)
-                                      or self.input_dim_names.get(f"#{user_index - 1}"))
-                _set_type(value, val, self.dim_names)
-                self.g.reserve_name(name)
-                self.g.graph.inputs.append(value)
-                self._bind(node, value)
+            elif isinstance(val, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
+                index = len(user_inputs)
+                name = self.input_names[index] if index < len(self.input_names) else node.name
+                user_inputs.append((node, name))
             else:
                 # Python constants among the inputs were specialised by torch.export.
                 self.env[node] = val
+        # Names the user gave win over the `<input>_dim_<axis>` defaults, whichever input
+        # mentions the symbol first.
+        for is_explicit in (True, False):
+            for index, (node, name) in enumerate(user_inputs):
+                given = (self.input_dim_names.get(name) or self.input_dim_names.get(node.name)
+                         or self.input_dim_names.get(f"#{index}"))
+                self._learn_dim_names(node_value(node), given, name, explicit=is_explicit)
+        for node, name in user_inputs:
+            value = ir.Value(name=name)
+            _set_type(value, node_value(node), self.dim_names)
+            self.g.reserve_name(name)
+            self.g.graph.inputs.append(value)
+            self._bind(node, value)
 
-    def _learn_dim_names(self, val: Any, names: dict[int, str] | None) -> None:
-        """Map the symbols of an input's dynamic dims to the user's names for them."""
-        if not names or not isinstance(val, torch.Tensor):
+    def _learn_dim_names(self, val: Any, names: dict[int, str] | None, input_name: str, *,
+                         explicit: bool) -> None:
+        """Name the symbols of an input's dynamic dims: the user's name, else `<input>_dim_<i>`."""
+        if not isinstance(val, torch.Tensor):
             return
-        for axis, name in names.items():
-            symbol = dim_of(val.shape[axis])
-            if isinstance(symbol, str):
-                self.dim_names.setdefault(symbol, name)
+        for axis, size in enumerate(val.shape):
+            symbol = dim_of(size)
+            if not isinstance(symbol, str) or not _SYMBOL.fullmatch(symbol):
+                continue
+            given = (names or {}).get(axis)
+            if explicit and given is not None:
+                self.dim_names.setdefault(symbol, given)
+            elif not explicit:
+                self.dim_names.setdefault(symbol, f"{input_name}_dim_{axis}")
 
     def _initializer(self, name: str, tensor: torch.Tensor | None, val: Any) -> ir.Value:
         value = ir.Value(name=name)
@@ -209,7 +220,8 @@ class Translator:
         if tensor is not None and not isinstance(tensor, torch._subclasses.FakeTensor):
             value.const_value = TorchTensor(tensor.detach(), name=name)
         self.g.reserve_name(name)
-        self.g.graph.register_initializer(value)
+        # Weights of a fake-mode export have no data yet (apply_weights attaches them).
+        self.g.graph.initializers[name] = value
         return value
 
     # -- nodes ---------------------------------------------------------------------------
@@ -366,11 +378,16 @@ def _set_type(value: ir.Value, val: Any, dim_names: dict[str, str] | None = None
         value.shape = ir.Shape([])
 
 
+_SYMBOL = re.compile(r"\b[su]\d+\b")
+
+
 def _dim(d: Any, dim_names: dict[str, str] | None) -> int | ir.SymbolicDim:
     out = dim_of(d)
     if isinstance(out, int):
         return out
-    return ir.SymbolicDim(dim_names.get(out, out) if dim_names else out)
+    if dim_names:
+        out = dim_names.get(out) or _SYMBOL.sub(lambda m: dim_names.get(m.group(0), m.group(0)), out)
+    return ir.SymbolicDim(out)
 
 
 def _version() -> str:
