@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from onnxport._onnxscript import as_translation, is_onnxscript_function
 from onnxport.translate.registry import Registry, Translation, default_registry
 
 
@@ -57,4 +58,6 @@ class OnnxRegistry:
             target = self._target(namespace, op_name, overload)
         except (AttributeError, RuntimeError) as e:
             raise ValueError(f"no operator torch.ops.{namespace}.{op_name}.{overload or 'default'}") from e
+        if is_onnxscript_function(function):
+            function = as_translation(function)
         self.registry.add(Translation(target, function, 1, is_custom=True))

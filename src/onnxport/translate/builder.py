@@ -71,6 +71,8 @@ class GraphBuilder:
         self.scope = Scope()
         self.custom_opsets: dict[str, int] = custom_opsets if custom_opsets is not None else {}
         self.used_domains: set[str] = set() if parent is None else parent.used_domains
+        self.functions: dict[tuple[str, str, str], ir.Function] = (
+            {} if parent is None else parent.functions)
         self.out_dtypes: tuple[ir.DataType | None, ...] = ()
         self.out_vals: tuple[Any, ...] = ()
         self._names: dict[str, int] = {} if parent is None else parent._names
@@ -125,7 +127,8 @@ class GraphBuilder:
         if not domain and outputs == 1:
             folded = folding.try_fold(op_type, values, {a.name: a.value for a in attributes})
             if folded is not None:
-                return self.const(folded)
+                # Keep the folded array's dtype: const() would narrow float64/int32 arrays.
+                return self.const(folded, ir.DataType.from_numpy(folded.dtype))
         node = ir.Node(
             domain,
             op_type,
@@ -141,6 +144,26 @@ class GraphBuilder:
         _infer_dtypes(node, values)
         self.graph.append(node)
         return node.outputs[0] if outputs == 1 else tuple(node.outputs)
+
+    def onnxscript_op(self, function: Any, *inputs: Any, outputs: int = 1, **attrs: Any) -> Any:
+        """Call an onnxscript function: it becomes an ONNX function of the model, in its domain.
+
+        Inputs bind to the function's tensor parameters in order; keyword arguments that name
+        its attributes become node attributes.
+        """
+        proto = function.to_function_proto()
+        key = (proto.domain, proto.name, getattr(proto, "overload", ""))
+        if key not in self.functions:
+            self.functions[key] = ir.serde.deserialize_function(proto)
+            opset = getattr(function, "opset", None)
+            version = getattr(opset, "version", 1)
+            self.custom_opsets.setdefault(proto.domain, version)
+        self.used_domains.add(proto.domain)
+        for imported in proto.opset_import:
+            if imported.domain:
+                self.custom_opsets.setdefault(imported.domain, imported.version)
+                self.used_domains.add(imported.domain)
+        return self.op(proto.name, *inputs, outputs=outputs, domain=proto.domain, **attrs)
 
     def const(self, value: Any, dtype: ir.DataType | None = None, *, like: ir.Value | None = None) -> ir.Value:
         """A constant value; `like` gives it the dtype of another value."""

@@ -158,7 +158,7 @@ class Translator:
         for domain in sorted(self.g.used_domains):
             graph.opset_imports.setdefault(domain, self.g.custom_opsets.get(domain, 1))
         return ir.Model(graph, ir_version=IR_VERSION, producer_name="onnxport",
-                        producer_version=_version())
+                        producer_version=_version(), functions=list(self.g.functions.values()))
 
     # -- inputs --------------------------------------------------------------------------
     def _add_inputs(self, program: torch.export.ExportedProgram) -> None:
