@@ -138,3 +138,19 @@ def sym_ceil(g: GraphBuilder, a: Any) -> Any:
 def sym_floor(g: GraphBuilder, a: Any) -> Any:
     """math.floor on a symbolic float."""
     return cast(g, g.op("Floor", cast(g, a, ir.DataType.FLOAT)), ir.DataType.INT64)
+
+
+@register(aten._assert_scalar.default)
+def aten_assert_scalar(g: GraphBuilder, self: Any, assert_msg: str) -> None:
+    """_assert_scalar(Scalar self, str assert_msg) -> ()"""
+    # torch.export's runtime checks on symbolic sizes (e.g. 0 <= nonzero count <= numel);
+    # they hold for every input the model accepts, and ONNX has no assertion op.
+    return None
+
+
+@register(aten.sym_constrain_range_for_size.default)
+def aten_sym_constrain_range_for_size(g: GraphBuilder, size: Any, *, min: Any = None,
+                                      max: Any = None) -> None:
+    """sym_constrain_range_for_size(Scalar size, *, int? min=None, int? max=None) -> ()"""
+    # A hint for torch's symbolic shape reasoning; nothing to compute.
+    return None

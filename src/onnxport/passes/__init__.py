@@ -31,6 +31,9 @@ def cleanup_passes() -> list[ir.passes.PassBase]:
 def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase] | None = None) -> ir.Model:
     """Run `passes` (default: `default_passes()`) in place; wrap failures in PassError."""
     done: list[str] = []
+    # Passes that merge values (CSE) may put an internal value, typed but without a shape,
+    # in a graph output's place: keep what the translator knew about each output.
+    known = [(v.dtype, v.shape) for v in model.graph.outputs]
     for p in default_passes() if passes is None else passes:
         name = type(p).__name__
         try:
@@ -38,6 +41,11 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase] | None = No
         except Exception as e:  # noqa: BLE001  (re-raised with the pass's name)
             raise PassError(f"pass {name} failed after {done or 'no passes'}: {e}") from e
         done.append(name)
+    for value, (dtype, shape) in zip(model.graph.outputs, known):
+        if value.dtype is None:
+            value.dtype = dtype
+        if value.shape is None:
+            value.shape = shape
     return model
 
 

@@ -73,6 +73,8 @@ class GraphBuilder:
         self.used_domains: set[str] = set() if parent is None else parent.used_domains
         self.functions: dict[tuple[str, str, str], ir.Function] = (
             {} if parent is None else parent.functions)
+        # The Translator driving this builder: control-flow translations use its `inline`.
+        self.translator: Any = None if parent is None else parent.translator
         self.out_dtypes: tuple[ir.DataType | None, ...] = ()
         self.out_vals: tuple[Any, ...] = ()
         self._names: dict[str, int] = {} if parent is None else parent._names

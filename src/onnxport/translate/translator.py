@@ -34,7 +34,7 @@ _META_SOURCE = "pkg.onnxport.source"
 _META_MODULE = "pkg.onnxport.module"
 _META_FX_NODE = "pkg.onnxport.fx_node"
 _TORCH_DIR = os.path.dirname(torch.__file__)
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)(?:\n(?![ \t]*File ")[ \t]*(.*))?')
 
 IR_VERSION = 10
 
@@ -75,13 +75,20 @@ def _user_source(stack_trace: str | None) -> str:
         return ""
     user = [f for f in frames if not f[0].startswith(_TORCH_DIR)]
     file, line, fn, code = (user or frames)[-1]
-    return f"{file}:{line} in {fn}: {code.strip()}"
+    return f"{file}:{line} in {fn}: {code.strip()}" if code.strip() else f"{file}:{line} in {fn}"
 
 
-def find_missing(graph: torch.fx.Graph, registry: Registry, opset: int) -> list[MissingOp]:
+def _all_nodes(graph_module: torch.fx.GraphModule) -> Any:
+    """The nodes of a graph module and of the subgraphs (cond branches, loop bodies) it holds."""
+    for module in graph_module.modules():
+        if isinstance(module, torch.fx.GraphModule):
+            yield from module.graph.nodes
+
+
+def find_missing(graph_module: torch.fx.GraphModule, registry: Registry, opset: int) -> list[MissingOp]:
     """Every call target without a translation at `opset`, each with its first use."""
     missing: dict[str, MissingOp] = {}
-    for node in graph.nodes:
+    for node in _all_nodes(graph_module):
         if node.op != "call_function":
             continue
         target = effective_target(node)
@@ -105,10 +112,14 @@ def unsupported_error(missing: Sequence[MissingOp], opset: int) -> UnsupportedOp
     noun = "operator has" if len(missing) == 1 else "operators have"
     return UnsupportedOperatorError(
         f"{len(missing)} {noun} no translation at opset {opset}:\n" + "\n".join(lines)
-        + f"\n  fix: register a translation, e.g. @onnxport.register(torch.ops.{missing[0].target})"
-        " (docs/adding_an_op.md)",
+        + "\n  fix: register a translation, e.g. "
+        f"@onnxport.register({_qualified(missing[0].target)}) (docs/adding_an_op.md)",
         list(missing),
     )
+
+
+def _qualified(name: str) -> str:
+    return name if name.startswith("torch.") or "." not in name else f"torch.ops.{name}"
 
 
 class Translator:
@@ -141,15 +152,18 @@ class Translator:
         """Translate every node; return the model."""
         program = self.captured.exported_program
         fx_graph = program.graph
-        missing = find_missing(fx_graph, self.registry, self.opset)
+        missing = find_missing(program.graph_module, self.registry, self.opset)
         if missing:
             raise unsupported_error(missing, self.opset)
         for node in fx_graph.nodes:
             self.g.reserve_name(node.name)
         self._add_inputs(program)
+        self.g.translator = self
         for node in fx_graph.nodes:
             if node.op == "call_function":
                 self._translate_node(node)
+            elif node.op == "get_attr":
+                self.env[node] = _fetch_attr(program.graph_module, str(node.target))
             elif node.op == "output":
                 self._add_outputs(program, node)
             elif node.op != "placeholder":
@@ -159,6 +173,36 @@ class Translator:
             graph.opset_imports.setdefault(domain, self.g.custom_opsets.get(domain, 1))
         return ir.Model(graph, ir_version=IR_VERSION, producer_name="onnxport",
                         producer_version=_version(), functions=list(self.g.functions.values()))
+
+    # -- subgraphs -----------------------------------------------------------------------
+    def inline(self, g: GraphBuilder, graph_module: torch.fx.GraphModule, inputs: Sequence[Any]
+               ) -> list[Any]:
+        """Translate `graph_module` into the graph `g` builds, its placeholders bound to `inputs`.
+
+        Returns the flattened outputs. Control-flow translations build If/Loop bodies with it:
+        `g.subgraph(...)` makes the body's builder, `inline` fills it.
+        """
+        outer = self.g
+        self.g = g
+        g.translator = self
+        try:
+            placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
+            if len(placeholders) != len(inputs):
+                raise TranslationError(f"subgraph takes {len(placeholders)} inputs, got {len(inputs)}")
+            for placeholder, value in zip(placeholders, inputs):
+                self._bind(placeholder, value)
+            outputs: list[Any] = []
+            for node in graph_module.graph.nodes:
+                if node.op == "call_function":
+                    self._translate_node(node)
+                elif node.op == "get_attr":
+                    self.env[node] = _fetch_attr(graph_module, str(node.target))
+                elif node.op == "output":
+                    flat = torch.utils._pytree.tree_leaves(node.args[0])
+                    outputs = [self._convert(a) for a in flat]
+            return outputs
+        finally:
+            self.g = outer
 
     # -- inputs --------------------------------------------------------------------------
     def _add_inputs(self, program: torch.export.ExportedProgram) -> None:
@@ -260,18 +304,24 @@ class Translator:
             raise _with_context(
                 TranslationError(f"{type(e).__name__}: {e}"), node, ctx, translation.location
             ) from e
-        result = self._finish(node, result, val)
+        result = self._finish(node, result, val, self._value_name(node))
         self._bind(node, result)
         if target is not node.target:
             # A functionalized in-place op: later reads of the mutated tensor see the result.
             self.env[node.args[0]] = result  # type: ignore[index]
 
-    def _finish(self, node: torch.fx.Node, result: Any, val: Any) -> Any:
+    def _value_name(self, node: torch.fx.Node) -> str:
+        # Main-graph names were reserved up front; subgraph nodes take the next free name.
+        is_main = node.graph is self.captured.exported_program.graph
+        return node.name if is_main else self.g.unique_name(node.name)
+
+    def _finish(self, node: torch.fx.Node, result: Any, val: Any, name: str) -> Any:
         if isinstance(val, (tuple, list)) and isinstance(result, (tuple, list)):
             return type(result)(
-                self._finish_one(r, v, f"{node.name}__{i}") for i, (r, v) in enumerate(zip(result, val))
+                self._finish_one(r, v, self.g.unique_name(f"{name}__{i}"))
+                for i, (r, v) in enumerate(zip(result, val))
             )
-        return self._finish_one(result, val, node.name)
+        return self._finish_one(result, val, name)
 
     def _finish_one(self, value: Any, val: Any, name: str) -> Any:
         if not isinstance(value, ir.Value):
@@ -320,6 +370,13 @@ class Translator:
         if value.name == name:
             return name
         return self.g.unique_name(name)
+
+
+def _fetch_attr(graph_module: torch.fx.GraphModule, target: str) -> Any:
+    obj: Any = graph_module
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def _identity(g: GraphBuilder, value: ir.Value) -> ir.Value:

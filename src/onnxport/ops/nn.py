@@ -1,0 +1,986 @@
+"""Neural-network layers: convolution, pooling, normalization, upsampling, padding, pixel shuffle.
+
+ONNX Conv/Pool/Resize/normalization kernels in ONNX Runtime's CPU provider are float32 and
+float64 only (some have float16, not all): half-precision inputs are computed in float32 and
+cast back, which is also what torch's CPU kernels do internally. Unbatched inputs (torch
+accepts `(C, H, W)` where ONNX needs `(N, C, H, W)`) get a leading batch axis and lose it again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from onnxport.errors import TranslationError
+from onnxport.ops._helpers import cast, int_list, rank
+from onnxport.translate import GraphBuilder, Tensor, aten, register
+
+_HALF = (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
+_INT_MAX = 2**62
+
+
+def _compute_dtype(x: Tensor) -> ir.DataType:
+    """float32 for half types, which ORT's CPU NN kernels mostly lack; else x's dtype."""
+    assert x.dtype is not None
+    return ir.DataType.FLOAT if x.dtype in _HALF else x.dtype
+
+
+def _ints(value: Any, n: int) -> list[int]:
+    """An int or a 1- or n-element list, as n ints (ATen's int[2] arguments accept both)."""
+    if isinstance(value, ir.Value):
+        raise TranslationError("a dynamic (SymInt) kernel, stride, padding or dilation")
+    if isinstance(value, (int, np.integer)):
+        return [int(value)] * n
+    items = list(value)
+    if any(isinstance(v, ir.Value) for v in items):
+        raise TranslationError("a dynamic (SymInt) kernel, stride, padding or dilation")
+    if len(items) == 1:
+        return [int(items[0])] * n
+    return [int(v) for v in items]
+
+
+def _dim(g: GraphBuilder, x: Tensor, i: int) -> int | Tensor:
+    """Size of dimension `i` of x: an int when static, else an int64 scalar value."""
+    if x.shape is not None and isinstance(x.shape[i], int):
+        return int(x.shape[i])
+    return g.op("Gather", g.op("Shape", x), g.const(i, ir.DataType.INT64), axis=0)
+
+
+def _mul(g: GraphBuilder, a: int | Tensor, b: int | Tensor) -> int | Tensor:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    return g.op("Mul", cast(g, a, ir.DataType.INT64), cast(g, b, ir.DataType.INT64))
+
+
+def _div(g: GraphBuilder, a: int | Tensor, b: int | Tensor) -> int | Tensor:
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b
+    return g.op("Div", cast(g, a, ir.DataType.INT64), cast(g, b, ir.DataType.INT64))
+
+
+def _add_batch(g: GraphBuilder, x: Tensor, num_spatial: int) -> tuple[Tensor, bool]:
+    """x with a batch axis, and whether one was added (x was unbatched)."""
+    if rank(x) == num_spatial + 1:
+        return g.op("Unsqueeze", x, g.const([0], ir.DataType.INT64)), True
+    return x, False
+
+
+def _drop_batch(g: GraphBuilder, y: Tensor, was_unbatched: bool) -> Tensor:
+    return g.op("Squeeze", y, g.const([0], ir.DataType.INT64)) if was_unbatched else y
+
+
+def _channel_shape(num_spatial: int) -> list[int]:
+    """Shape that broadcasts a per-channel vector over (N, C, *spatial): (C, 1, ..., 1)."""
+    return [-1] + [1] * num_spatial
+
+
+# -- convolution -----------------------------------------------------------------------------
+
+def _conv(g: GraphBuilder, input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any,
+          padding: Any, dilation: Any, transposed: bool, output_padding: Any, groups: Any) -> Tensor:
+    n = rank(weight) - 2
+    if isinstance(groups, ir.Value):
+        raise TranslationError("a dynamic (SymInt) number of groups")
+    out_dtype = g.out_dtype()
+    compute = _compute_dtype(input)
+    x, unbatched = _add_batch(g, input, n)
+    x = cast(g, x, compute)
+    w = cast(g, weight, compute)
+    b = None if bias is None else cast(g, bias, compute)
+    strides, dilations = _ints(stride, n), _ints(dilation, n)
+    if isinstance(padding, str):
+        if padding == "valid":
+            pads = [0] * (2 * n)
+        elif padding == "same":
+            kernel = [weight.shape[2 + i] for i in range(n)] if weight.shape is not None else []
+            if not all(isinstance(k, int) for k in kernel) or len(kernel) != n:
+                raise TranslationError("padding='same' with a dynamic kernel size")
+            total = [d * (k - 1) for d, k in zip(dilations, kernel)]
+            # torch puts the odd extra pixel at the end, like ONNX SAME_UPPER
+            pads = [t // 2 for t in total] + [t - t // 2 for t in total]
+        else:
+            raise TranslationError(f"unknown padding mode {padding!r}")
+    else:
+        pads = _ints(padding, n) * 2
+    attrs: dict[str, Any] = {"strides": strides, "dilations": dilations, "pads": pads,
+                             "group": int(groups)}
+    if transposed:
+        extra = _ints(output_padding, n)
+        if all(e < s for e, s in zip(extra, strides)):
+            y = g.op("ConvTranspose", x, w, b, output_padding=extra, **attrs)
+        else:
+            # torch allows output_padding < max(stride, dilation), ORT only < stride. The extra
+            # output rows are the ones `padding` crops at the end: crop less there, and only
+            # past that (output_padding > padding) are they zeros plus the bias.
+            begin, end = pads[:n], pads[n:]
+            zeros = [max(e - p, 0) for e, p in zip(extra, end)]
+            attrs["pads"] = begin + [max(p - e, 0) for e, p in zip(extra, end)]
+            y = g.op("ConvTranspose", x, w, None if any(zeros) else b, **attrs)
+            if any(zeros):
+                y = g.op("Pad", y, g.const([0] * (n + 2) + [0, 0] + zeros, ir.DataType.INT64))
+                if b is not None:
+                    y = g.op("Add", y, g.op("Reshape", b, g.const(_channel_shape(n), ir.DataType.INT64)))
+    else:
+        y = g.op("Conv", x, w, b, **attrs)
+    return cast(g, _drop_batch(g, y, unbatched), out_dtype)
+
+
+@register(aten.convolution.default)
+def aten_convolution(g: GraphBuilder, input: Tensor, weight: Tensor, bias: Tensor | None,
+                     stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                     transposed: bool, output_padding: Sequence[int], groups: int) -> Tensor:
+    """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
+    return _conv(g, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
+@register(aten._convolution.default)
+def aten__convolution(g: GraphBuilder, input: Tensor, weight: Tensor, bias: Tensor | None,
+                      stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                      transposed: bool, output_padding: Sequence[int], groups: int, benchmark: bool,
+                      deterministic: bool, cudnn_enabled: bool, allow_tf32: bool) -> Tensor:
+    """_convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32) -> Tensor"""
+    return _conv(g, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
+@register(aten.conv1d.default, aten.conv2d.default, aten.conv3d.default,
+          aten.conv1d.padding, aten.conv2d.padding, aten.conv3d.padding)
+def aten_conv(g: GraphBuilder, input: Tensor, weight: Tensor, bias: Tensor | None = None,
+              stride: Sequence[int] = (1,), padding: Any = (0,), dilation: Sequence[int] = (1,),
+              groups: int = 1) -> Tensor:
+    """conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] dilation=[1, 1], SymInt groups=1) -> Tensor"""
+    return _conv(g, input, weight, bias, stride, padding, dilation, False, 0, groups)
+
+
+@register(aten.conv_transpose1d.default, aten.conv_transpose2d.input, aten.conv_transpose3d.input)
+def aten_conv_transpose(g: GraphBuilder, input: Tensor, weight: Tensor, bias: Tensor | None = None,
+                        stride: Sequence[int] = (1,), padding: Sequence[int] = (0,),
+                        output_padding: Sequence[int] = (0,), groups: int = 1,
+                        dilation: Sequence[int] = (1,)) -> Tensor:
+    """conv_transpose2d.input(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] output_padding=[0, 0], SymInt groups=1, SymInt[2] dilation=[1, 1]) -> Tensor"""
+    return _conv(g, input, weight, bias, stride, padding, dilation, True, output_padding, groups)
+
+
+# -- pooling ---------------------------------------------------------------------------------
+
+def _schema_doc(target: Any) -> str:
+    return str(target._schema).removeprefix("aten::")
+
+
+def _per_dimensionality(targets: Sequence[Any], make: Any) -> None:
+    """Register `make(n)` for the 1-d, 2-d and 3-d overloads of one op."""
+    for n, target in enumerate(targets, start=1):
+        fn = make(n)
+        fn.__doc__ = _schema_doc(target)
+        fn.__name__ = fn.__qualname__ = f"{fn.__name__}{n}d"
+        register(target)(fn)
+
+
+def _as_list(v: Any) -> list[Any]:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _pool_params(kernel_size: Any, stride: Any, padding: Any,
+                 n: int) -> tuple[list[int], list[int], list[int]]:
+    kernel = _ints(kernel_size, n)
+    is_empty = not isinstance(stride, (int, ir.Value)) and len(stride) == 0
+    strides = kernel if stride is None or is_empty else _ints(stride, n)
+    return kernel, strides, _ints(padding, n)
+
+
+def _plane_indices(g: GraphBuilder, self: Tensor, indices: Tensor, n: int) -> Tensor:
+    """ONNX MaxPool indices count over the whole (N, C, *spatial) tensor; torch's over one plane."""
+    r = rank(self)
+    plane: int | Tensor = 1
+    for i in range(r - n, r):
+        plane = _mul(g, plane, _dim(g, self, i))
+    return g.op("Mod", indices, cast(g, plane, ir.DataType.INT64))
+
+
+def _max_pool(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[int], pads: list[int],
+              dilations: list[int], ceil_mode: bool, n: int, with_indices: bool) -> Any:
+    dtype = self.dtype
+    assert dtype is not None
+    x, unbatched = _add_batch(g, self, n)
+    x = cast(g, x, _compute_dtype(self))
+    attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads * 2,
+             "dilations": dilations, "ceil_mode": int(bool(ceil_mode))}
+    if not with_indices:
+        return cast(g, _drop_batch(g, g.op("MaxPool", x, **attrs), unbatched), dtype)
+    y, idx = g.op("MaxPool", x, outputs=2, **attrs)
+    idx = _plane_indices(g, self, idx, n)
+    return cast(g, _drop_batch(g, y, unbatched), dtype), _drop_batch(g, idx, unbatched)
+
+
+def _make_max_pool(n: int, with_indices: bool) -> Any:
+    def aten_max_pool(g: GraphBuilder, self: Tensor, kernel_size: Sequence[int],
+                      stride: Sequence[int] = (), padding: Sequence[int] = (0,),
+                      dilation: Sequence[int] = (1,), ceil_mode: bool = False) -> Any:
+        kernel, strides, pads = _pool_params(kernel_size, stride, padding, n)
+        return _max_pool(g, self, kernel, strides, pads, _ints(dilation, n), ceil_mode, n,
+                         with_indices)
+
+    if with_indices:
+        aten_max_pool.__name__ = "aten_max_pool_with_indices"
+    return aten_max_pool
+
+
+_per_dimensionality((aten.max_pool1d.default, aten.max_pool2d.default, aten.max_pool3d.default),
+                    lambda n: _make_max_pool(n, False))
+_per_dimensionality((aten.max_pool1d_with_indices.default, aten.max_pool2d_with_indices.default,
+                     aten.max_pool3d_with_indices.default), lambda n: _make_max_pool(n, True))
+
+
+def _pool_out_size(size: int, k: int, s: int, p: int, ceil_mode: bool) -> int:
+    """torch's pooling output size: in ceil mode the last window must start inside input+left pad."""
+    span = size + 2 * p - k
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def _avg_divisors(sizes: list[int], kernel: list[int], strides: list[int], pads: list[int],
+                  ceil_mode: bool, count_include_pad: bool) -> np.ndarray:
+    """torch's avg_pool divisor per output position (windows clipped to the padded input)."""
+    per_axis = []
+    for size, k, s, p in zip(sizes, kernel, strides, pads):
+        counts = []
+        for o in range(_pool_out_size(size, k, s, p, ceil_mode)):
+            start = o * s - p
+            end = min(start + k, size + p)
+            if not count_include_pad:
+                start, end = max(start, 0), min(end, size)
+            counts.append(end - start)
+        per_axis.append(np.asarray(counts, dtype=np.float64))
+    out = per_axis[0]
+    for axis in per_axis[1:]:
+        out = np.multiply.outer(out, axis)
+    return out
+
+
+def _avg_pool(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[int], pads: list[int],
+              ceil_mode: bool, count_include_pad: bool, divisor_override: int | None, n: int) -> Tensor:
+    dtype = self.dtype
+    assert dtype is not None
+    compute = _compute_dtype(self)
+    x, unbatched = _add_batch(g, self, n)
+    x = cast(g, x, compute)
+    if not ceil_mode and divisor_override is None:
+        # Without ceil mode every window lies in the padded input, where ONNX's divisor
+        # (kernel size, or the valid count without count_include_pad) equals torch's.
+        y = g.op("AveragePool", x, kernel_shape=kernel, strides=strides, pads=pads * 2,
+                 count_include_pad=int(bool(count_include_pad)))
+        return cast(g, _drop_batch(g, y, unbatched), dtype)
+    # Otherwise: window sums (an average over zero-padded input times the kernel size, with
+    # the ceil-mode overhang padded too) divided by torch's own divisor.
+    sizes = [self.shape[rank(self) - n + i] for i in range(n)] if self.shape is not None else []
+    if len(sizes) != n or not all(isinstance(v, int) for v in sizes):
+        raise TranslationError("avg_pool with ceil_mode or divisor_override on dynamic spatial sizes")
+    outs = [_pool_out_size(v, k, s, p, ceil_mode) for v, k, s, p in zip(sizes, kernel, strides, pads)]
+    extra = [max(0, (o - 1) * s + k - (v + 2 * p)) for o, v, k, s, p in zip(outs, sizes, kernel, strides, pads)]
+    zero_pads = [0, 0, *pads, 0, 0, *[p + e for p, e in zip(pads, extra)]]
+    padded = g.op("Pad", x, g.const(zero_pads, ir.DataType.INT64), g.const(0, compute))
+    mean = g.op("AveragePool", padded, kernel_shape=kernel, strides=strides)
+    total = g.op("Mul", mean, g.const(float(math.prod(kernel)), compute))
+    if divisor_override is not None:
+        divisor = g.const(float(divisor_override), compute)
+    else:
+        divisor = g.const(_avg_divisors(sizes, kernel, strides, pads, ceil_mode, count_include_pad),
+                          compute)
+    return cast(g, _drop_batch(g, g.op("Div", total, divisor), unbatched), dtype)
+
+
+def _make_avg_pool(n: int) -> Any:
+    if n == 1:
+        def aten_avg_pool(g: GraphBuilder, self: Tensor, kernel_size: Sequence[int],
+                          stride: Sequence[int] = (), padding: Sequence[int] = (0,),
+                          ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+            kernel, strides, pads = _pool_params(kernel_size, stride, padding, n)
+            return _avg_pool(g, self, kernel, strides, pads, ceil_mode, count_include_pad, None, n)
+
+        return aten_avg_pool
+
+    def aten_avg_pool_nd(g: GraphBuilder, self: Tensor, kernel_size: Sequence[int],
+                         stride: Sequence[int] = (), padding: Sequence[int] = (0,),
+                         ceil_mode: bool = False, count_include_pad: bool = True,
+                         divisor_override: int | None = None) -> Tensor:
+        kernel, strides, pads = _pool_params(kernel_size, stride, padding, n)
+        return _avg_pool(g, self, kernel, strides, pads, ceil_mode, count_include_pad,
+                         divisor_override, n)
+
+    aten_avg_pool_nd.__name__ = "aten_avg_pool"
+    return aten_avg_pool_nd
+
+
+_per_dimensionality((aten.avg_pool1d.default, aten.avg_pool2d.default, aten.avg_pool3d.default),
+                    _make_avg_pool)
+
+
+def _adaptive_windows(g: GraphBuilder, self: Tensor, output_size: Any, n: int) -> tuple[list[int], list[int]] | None:
+    """(input sizes, output sizes) of the spatial dims, or None if some is dynamic."""
+    outs = _as_list(output_size)
+    if len(outs) == 1 and n > 1:
+        outs = outs * n
+    r = rank(self)
+    sizes = [self.shape[r - n + i] for i in range(n)] if self.shape is not None else []
+    if any(isinstance(v, ir.Value) or v is None for v in outs) or not all(isinstance(v, int) for v in sizes):
+        return None
+    return [int(v) for v in sizes], [int(v) for v in outs]
+
+
+def _adaptive_avg_pool(g: GraphBuilder, self: Tensor, output_size: Any, n: int) -> Tensor:
+    dtype = self.dtype
+    assert dtype is not None
+    compute = _compute_dtype(self)
+    windows = _adaptive_windows(g, self, output_size, n)
+    outs = _as_list(output_size)
+    is_global = all(isinstance(o, int) and o == 1 for o in outs)
+    x, unbatched = _add_batch(g, self, n)
+    x = cast(g, x, compute)
+    if is_global:
+        y = g.op("GlobalAveragePool", x)
+    elif windows is None:
+        raise TranslationError("adaptive_avg_pool with dynamic sizes and an output size other than 1")
+    else:
+        sizes, outs_i = windows
+        if all(v % o == 0 for v, o in zip(sizes, outs_i)):
+            kernel = [v // o for v, o in zip(sizes, outs_i)]
+            y = g.op("AveragePool", x, kernel_shape=kernel, strides=kernel)
+        else:
+            # torch's windows [floor(i*in/out), ceil((i+1)*in/out)) overlap and differ in size;
+            # the average is separable, so each axis is a MatMul with a constant averaging matrix.
+            y = x
+            r = n + 2
+            for axis, (v, o) in enumerate(zip(sizes, outs_i), start=2):
+                if v == o:
+                    continue
+                matrix = np.zeros((v, o), dtype=np.float64)
+                for i in range(o):
+                    start, end = (i * v) // o, -(-((i + 1) * v) // o)
+                    matrix[start:end, i] = 1.0 / (end - start)
+                perm = list(range(r))
+                perm[axis], perm[-1] = perm[-1], perm[axis]
+                y = g.op("Transpose", y, perm=perm)
+                y = g.op("MatMul", y, g.const(matrix, compute))
+                y = g.op("Transpose", y, perm=perm)
+    return cast(g, _drop_batch(g, y, unbatched), dtype)
+
+
+def _make_adaptive_avg_pool(n: int) -> Any:
+    def aten_adaptive_avg_pool(g: GraphBuilder, self: Tensor, output_size: Sequence[int]) -> Tensor:
+        return _adaptive_avg_pool(g, self, output_size, n)
+
+    return aten_adaptive_avg_pool
+
+
+_per_dimensionality((aten.adaptive_avg_pool1d.default, aten.adaptive_avg_pool2d.default,
+                     aten.adaptive_avg_pool3d.default), _make_adaptive_avg_pool)
+for _n, _target in ((2, aten._adaptive_avg_pool2d.default), (3, aten._adaptive_avg_pool3d.default)):
+    _fn = _make_adaptive_avg_pool(_n)
+    _fn.__doc__ = _schema_doc(_target)
+    _fn.__name__ = _fn.__qualname__ = f"aten__adaptive_avg_pool{_n}d"
+    register(_target)(_fn)
+
+
+def _make_adaptive_max_pool(n: int) -> Any:
+    def aten_adaptive_max_pool(g: GraphBuilder, self: Tensor,
+                               output_size: Sequence[int]) -> tuple[Tensor, Tensor]:
+        windows = _adaptive_windows(g, self, output_size, n)
+        if windows is None:
+            raise TranslationError("adaptive_max_pool with dynamic spatial sizes")
+        sizes, outs = windows
+        if not all(v % o == 0 for v, o in zip(sizes, outs)):
+            raise TranslationError(
+                f"adaptive_max_pool from {sizes} to {outs}: only evenly dividing sizes map to MaxPool")
+        kernel = [v // o for v, o in zip(sizes, outs)]
+        return _max_pool(g, self, kernel, kernel, [0] * n, [1] * n, False, n, True)  # type: ignore[no-any-return]
+
+    return aten_adaptive_max_pool
+
+
+_per_dimensionality((aten.adaptive_max_pool1d.default, aten.adaptive_max_pool2d.default,
+                     aten.adaptive_max_pool3d.default), _make_adaptive_max_pool)
+
+
+# -- normalization ---------------------------------------------------------------------------
+
+def _ones_or(g: GraphBuilder, t: Tensor | None, shape: Sequence[int], value: float,
+             dtype: ir.DataType) -> Tensor:
+    """`t` cast to dtype, or a constant filled with `value` (for an omitted weight or bias)."""
+    if t is not None:
+        return cast(g, t, dtype)
+    return g.const(np.full(list(shape), value), dtype)
+
+
+def _channels(x: Tensor) -> int:
+    if x.shape is None or len(x.shape) < 2 or not isinstance(x.shape[1], int):
+        raise TranslationError("normalization needs a static channel dimension")
+    return int(x.shape[1])
+
+
+def _affine(g: GraphBuilder, y: Tensor, weight: Tensor | None, bias: Tensor | None, r: int,
+            dtype: ir.DataType) -> Tensor:
+    """y * weight[c] + bias[c] over dim 1 of a rank-r tensor."""
+    shape = g.const(_channel_shape(r - 2), ir.DataType.INT64)
+    if weight is not None:
+        y = g.op("Mul", y, g.op("Reshape", cast(g, weight, dtype), shape))
+    if bias is not None:
+        y = g.op("Add", y, g.op("Reshape", cast(g, bias, dtype), shape))
+    return y
+
+
+def _batch_norm_eval(g: GraphBuilder, input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                     running_mean: Tensor, running_var: Tensor, eps: float) -> Tensor:
+    compute = _compute_dtype(input)
+    if rank(input) < 2:
+        # a 1-D input is one sample of C features: ONNX BatchNormalization needs (N, C, ...)
+        rstd = g.op("Reciprocal", g.op("Sqrt", g.op("Add", cast(g, running_var, compute),
+                                                      g.const(float(eps), compute))))
+        y = g.op("Mul", g.op("Sub", cast(g, input, compute), cast(g, running_mean, compute)), rstd)
+        if weight is not None:
+            y = g.op("Mul", y, cast(g, weight, compute))
+        if bias is not None:
+            y = g.op("Add", y, cast(g, bias, compute))
+        return cast(g, y, g.out_dtype())
+    c = _channels(input)
+    y = g.op("BatchNormalization", cast(g, input, compute), _ones_or(g, weight, [c], 1.0, compute),
+             _ones_or(g, bias, [c], 0.0, compute), cast(g, running_mean, compute),
+             cast(g, running_var, compute), epsilon=float(eps))
+    return cast(g, y, g.out_dtype())
+
+
+def _batch_stats_norm(g: GraphBuilder, input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                      axes: list[int], eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """Normalize with the batch's own statistics over `axes` (biased variance, as torch).
+
+    Returns (normalized output in compute dtype, mean, 1/std), the last two with kept dims.
+    """
+    compute = _compute_dtype(input)
+    x = cast(g, input, compute)
+    axes_v = g.const(axes, ir.DataType.INT64)
+    mean = g.op("ReduceMean", x, axes_v, keepdims=1) if g.opset >= 18 else g.op(
+        "ReduceMean", x, axes=axes, keepdims=1)
+    diff = g.op("Sub", x, mean)
+    sq = g.op("Mul", diff, diff)
+    var = g.op("ReduceMean", sq, axes_v, keepdims=1) if g.opset >= 18 else g.op(
+        "ReduceMean", sq, axes=axes, keepdims=1)
+    rstd = g.op("Reciprocal", g.op("Sqrt", g.op("Add", var, g.const(float(eps), compute))))
+    return g.op("Mul", diff, rstd), mean, rstd
+
+
+def _batch_norm_train(g: GraphBuilder, input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                      eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    r = rank(input)
+    y, mean, rstd = _batch_stats_norm(g, input, weight, bias, [0, *range(2, r)], eps)
+    y = _affine(g, y, weight, bias, r, _compute_dtype(input))
+    flat = g.const([-1], ir.DataType.INT64)
+    return y, g.op("Reshape", mean, flat), g.op("Reshape", rstd, flat)
+
+
+def _empty_stat(g: GraphBuilder, index: int) -> Tensor:
+    """The (0,)-shaped save_mean/save_invstd that eval-mode batch norm returns."""
+    return g.const(np.zeros((0,)), g.out_dtype(index))
+
+
+@register(aten.batch_norm.default)
+def aten_batch_norm(g: GraphBuilder, input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                    running_mean: Tensor | None, running_var: Tensor | None, training: bool,
+                    momentum: float, eps: float, cudnn_enabled: bool) -> Tensor:
+    """batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor"""
+    if training or running_mean is None or running_var is None:
+        y = _batch_norm_train(g, input, weight, bias, eps)[0]
+        return cast(g, y, g.out_dtype())
+    return _batch_norm_eval(g, input, weight, bias, running_mean, running_var, eps)
+
+
+@register(aten._native_batch_norm_legit_no_training.default)
+def aten__native_batch_norm_legit_no_training(
+        g: GraphBuilder, input: Tensor, weight: Tensor | None, bias: Tensor | None,
+        running_mean: Tensor, running_var: Tensor, momentum: float,
+        eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    y = _batch_norm_eval(g, input, weight, bias, running_mean, running_var, eps)
+    return y, _empty_stat(g, 1), _empty_stat(g, 2)
+
+
+@register(aten.native_batch_norm.default, aten._native_batch_norm_legit.default)
+def aten_native_batch_norm(g: GraphBuilder, input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                           running_mean: Tensor | None, running_var: Tensor | None, training: bool,
+                           momentum: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    if training or running_mean is None or running_var is None:
+        y, mean, rstd = _batch_norm_train(g, input, weight, bias, eps)
+        return cast(g, y, g.out_dtype()), cast(g, mean, g.out_dtype(1)), cast(g, rstd, g.out_dtype(2))
+    y = _batch_norm_eval(g, input, weight, bias, running_mean, running_var, eps)
+    return y, _empty_stat(g, 1), _empty_stat(g, 2)
+
+
+@register(aten._native_batch_norm_legit.no_stats)
+def aten__native_batch_norm_legit_no_stats(g: GraphBuilder, input: Tensor, weight: Tensor | None,
+                                           bias: Tensor | None, training: bool, momentum: float,
+                                           eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    y, mean, rstd = _batch_norm_train(g, input, weight, bias, eps)
+    return cast(g, y, g.out_dtype()), cast(g, mean, g.out_dtype(1)), cast(g, rstd, g.out_dtype(2))
+
+
+@register(aten._native_batch_norm_legit_functional.default)
+def aten__native_batch_norm_legit_functional(
+        g: GraphBuilder, input: Tensor, weight: Tensor | None, bias: Tensor | None,
+        running_mean: Tensor, running_var: Tensor, training: bool, momentum: float,
+        eps: float) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
+    if not training:
+        y = _batch_norm_eval(g, input, weight, bias, running_mean, running_var, eps)
+        return y, _empty_stat(g, 1), _empty_stat(g, 2), running_mean, running_var
+    y, mean, rstd = _batch_norm_train(g, input, weight, bias, eps)
+    # the updated running statistics: (1 - m) * running + m * batch (unbiased variance)
+    compute = _compute_dtype(input)
+    r = rank(input)
+    n = 1
+    for i in [0, *range(2, r)]:
+        size = input.shape[i] if input.shape is not None else None
+        if not isinstance(size, int):
+            raise TranslationError("training-mode batch_norm statistics with dynamic sizes")
+        n *= size
+    var = g.op("Reciprocal", g.op("Mul", rstd, rstd))
+    var = g.op("Sub", var, g.const(float(eps), compute))
+    var = g.op("Mul", var, g.const(n / max(n - 1, 1), compute))
+    m = g.const(float(momentum), compute)
+    keep = g.const(1.0 - float(momentum), compute)
+    new_mean = g.op("Add", g.op("Mul", cast(g, running_mean, compute), keep), g.op("Mul", mean, m))
+    new_var = g.op("Add", g.op("Mul", cast(g, running_var, compute), keep), g.op("Mul", var, m))
+    return (cast(g, y, g.out_dtype()), cast(g, mean, g.out_dtype(1)), cast(g, rstd, g.out_dtype(2)),
+            cast(g, new_mean, g.out_dtype(3)), cast(g, new_var, g.out_dtype(4)))
+
+
+def _layer_norm(g: GraphBuilder, input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None,
+                bias: Tensor | None, eps: float, num_outputs: int) -> Any:
+    r = rank(input)
+    k = len(normalized_shape)
+    compute = _compute_dtype(input)
+    x = cast(g, input, compute)
+    if g.opset >= 17 and all(isinstance(d, int) for d in normalized_shape):
+        scale = _ones_or(g, weight, normalized_shape, 1.0, compute)
+        b = None if bias is None else cast(g, bias, compute)
+        outs = g.op("LayerNormalization", x, scale, b, axis=r - k, epsilon=float(eps),
+                    outputs=num_outputs)
+        outs = outs if num_outputs > 1 else (outs,)
+    else:
+        axes = list(range(r - k, r))
+        y, mean, rstd = _batch_stats_norm(g, input, None, None, axes, eps)
+        if weight is not None:
+            y = g.op("Mul", y, cast(g, weight, compute))
+        if bias is not None:
+            y = g.op("Add", y, cast(g, bias, compute))
+        outs = (y, mean, rstd)[:num_outputs]
+    result = tuple(cast(g, v, g.out_dtype(i)) for i, v in enumerate(outs))
+    return result if num_outputs > 1 else result[0]
+
+
+@register(aten.layer_norm.default)
+def aten_layer_norm(g: GraphBuilder, input: Tensor, normalized_shape: Sequence[int],
+                    weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-05,
+                    cudnn_enable: bool = True) -> Tensor:
+    """layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1.0000000000000001e-05, bool cudnn_enable=True) -> Tensor"""
+    return _layer_norm(g, input, normalized_shape, weight, bias, eps, 1)  # type: ignore[no-any-return]
+
+
+@register(aten.native_layer_norm.default)
+def aten_native_layer_norm(g: GraphBuilder, input: Tensor, normalized_shape: Sequence[int],
+                           weight: Tensor | None, bias: Tensor | None,
+                           eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
+    return _layer_norm(g, input, normalized_shape, weight, bias, eps, 3)  # type: ignore[no-any-return]
+
+
+def _group_norm(g: GraphBuilder, input: Tensor, groups: int, weight: Tensor | None,
+                bias: Tensor | None, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """(y, mean, rstd) in compute dtype; mean and rstd are (N, groups)."""
+    compute = _compute_dtype(input)
+    # (N, G, rest) without -1, and allowzero=1, so that an empty batch reshapes too
+    rest: int | Tensor = _div(g, _dim(g, input, 1), int(groups))
+    for i in range(2, rank(input)):
+        rest = _mul(g, rest, _dim(g, input, i))
+    grouped = g.op("Reshape", cast(g, input, compute),
+                   int_list(g, [_dim(g, input, 0), int(groups), rest]), allowzero=1)
+    y, mean, rstd = _batch_stats_norm(g, grouped, None, None, [2], eps)
+    y = g.op("Reshape", y, g.op("Shape", input), allowzero=1)
+    y = _affine(g, y, weight, bias, rank(input), compute)
+    axis = g.const([2], ir.DataType.INT64)
+    return y, g.op("Squeeze", mean, axis), g.op("Squeeze", rstd, axis)
+
+
+@register(aten.group_norm.default)
+def aten_group_norm(g: GraphBuilder, input: Tensor, num_groups: int, weight: Tensor | None = None,
+                    bias: Tensor | None = None, eps: float = 1e-05,
+                    cudnn_enabled: bool = True) -> Tensor:
+    """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1.0000000000000001e-05, bool cudnn_enabled=True) -> Tensor"""
+    return cast(g, _group_norm(g, input, num_groups, weight, bias, eps)[0], g.out_dtype())
+
+
+@register(aten.native_group_norm.default)
+def aten_native_group_norm(g: GraphBuilder, input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                           N: int, C: int, HxW: int, group: int,
+                           eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
+    y, mean, rstd = _group_norm(g, input, group, weight, bias, eps)
+    return cast(g, y, g.out_dtype()), cast(g, mean, g.out_dtype(1)), cast(g, rstd, g.out_dtype(2))
+
+
+@register(aten.instance_norm.default)
+def aten_instance_norm(g: GraphBuilder, input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                       running_mean: Tensor | None, running_var: Tensor | None,
+                       use_input_stats: bool, momentum: float, eps: float,
+                       cudnn_enabled: bool) -> Tensor:
+    """instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool use_input_stats, float momentum, float eps, bool cudnn_enabled) -> Tensor"""
+    if not use_input_stats and running_mean is not None and running_var is not None:
+        return _batch_norm_eval(g, input, weight, bias, running_mean, running_var, eps)
+    r = rank(input)
+    compute = _compute_dtype(input)
+    y, _, _ = _batch_stats_norm(g, input, None, None, list(range(2, r)), eps)
+    return cast(g, _affine(g, y, weight, bias, r, compute), g.out_dtype())
+
+
+def _rms_eps(eps: float | None, dtype: ir.DataType) -> float:
+    """torch's default eps is the input dtype's machine epsilon."""
+    if eps is not None:
+        return float(eps)
+    return float(np.finfo(dtype.numpy()).eps) if dtype != ir.DataType.BFLOAT16 else 2.0**-7
+
+
+@register(aten.rms_norm.default)
+def aten_rms_norm(g: GraphBuilder, input: Tensor, normalized_shape: Sequence[int],
+                  weight: Tensor | None = None, eps: float | None = None) -> Tensor:
+    """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor"""
+    assert input.dtype is not None
+    r = rank(input)
+    k = len(normalized_shape)
+    compute = _compute_dtype(input)
+    x = cast(g, input, compute)
+    axes = list(range(r - k, r))
+    sq = g.op("Mul", x, x)
+    ms = g.op("ReduceMean", sq, g.const(axes, ir.DataType.INT64), keepdims=1) if g.opset >= 18 \
+        else g.op("ReduceMean", sq, axes=axes, keepdims=1)
+    eps_v = g.const(_rms_eps(eps, input.dtype), compute)
+    y = g.op("Mul", x, g.op("Reciprocal", g.op("Sqrt", g.op("Add", ms, eps_v))))
+    if weight is not None:
+        y = g.op("Mul", y, cast(g, weight, compute))
+    return cast(g, y, g.out_dtype())
+
+
+@register(aten.rms_norm.default, since_opset=23)
+def aten_rms_norm_23(g: GraphBuilder, input: Tensor, normalized_shape: Sequence[int],
+                     weight: Tensor | None = None, eps: float | None = None) -> Tensor:
+    """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor"""
+    assert input.dtype is not None
+    if not all(isinstance(d, int) for d in normalized_shape):
+        return aten_rms_norm(g, input, normalized_shape, weight, eps)
+    compute = _compute_dtype(input)
+    scale = _ones_or(g, weight, normalized_shape, 1.0, compute)
+    y = g.op("RMSNormalization", cast(g, input, compute), scale,
+             axis=rank(input) - len(normalized_shape), epsilon=_rms_eps(eps, input.dtype))
+    return cast(g, y, g.out_dtype())
+
+
+# -- upsampling ------------------------------------------------------------------------------
+
+def _resize(g: GraphBuilder, x: Tensor, n: int, output_size: Any, scales: Sequence[Any] | None,
+            mode: str, align_corners: bool = False) -> Tensor:
+    """ONNX Resize with torch's source-index rule for `mode`.
+
+    nearest:       src = floor(dst * in/out)            -> asymmetric + floor
+    nearest-exact: src = floor((dst + 0.5) * in/out)    -> half_pixel + round_prefer_ceil
+    linear/cubic:  src = (dst + 0.5) * in/out - 0.5     -> half_pixel (or align_corners)
+    Given scale factors, torch uses 1/scale as in/out, as ONNX does with `scales`.
+    """
+    dtype = x.dtype
+    assert dtype is not None
+    compute = _compute_dtype(x) if mode != "nearest" and mode != "nearest-exact" else dtype
+    if compute in (ir.DataType.INT64, ir.DataType.INT16, ir.DataType.BOOL):
+        compute = ir.DataType.FLOAT  # ORT Resize has no kernels for these
+    if compute in _HALF:
+        compute = ir.DataType.FLOAT
+    attrs: dict[str, Any] = {}
+    if mode == "nearest":
+        attrs = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+                 "nearest_mode": "floor"}
+    elif mode == "nearest-exact":
+        attrs = {"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
+                 "nearest_mode": "round_prefer_ceil"}
+    else:
+        attrs = {"mode": mode, "coordinate_transformation_mode":
+                 "align_corners" if align_corners else "half_pixel"}
+        if mode == "cubic":
+            attrs["cubic_coeff_a"] = -0.75
+    xc = cast(g, x, compute)
+    use_scales = scales is not None and len(scales) > 0 and all(s is not None for s in scales)
+    if use_scales and output_size is not None and x.shape is not None:
+        # the .default overloads pass both; scales decide the source index only if they also
+        # give torch's output size (floor(in * scale)), which ONNX derives from them
+        sizes_in = [x.shape[2 + i] for i in range(n)]
+        if any(not isinstance(v, int) or isinstance(o, ir.Value) or math.floor(v * float(s)) != o
+               for v, s, o in zip(sizes_in, scales, output_size)):
+            use_scales = False
+    if use_scales:
+        assert scales is not None
+        scale_list = [float(s) for s in scales] * (n if len(scales) == 1 and n > 1 else 1)
+        y = g.op("Resize", xc, None, g.const([1.0, 1.0, *scale_list], ir.DataType.FLOAT), **attrs)
+    else:
+        if output_size is None:
+            raise TranslationError("upsample without output_size or scale factors")
+        sizes = int_list(g, [_dim(g, x, 0), _dim(g, x, 1), *output_size])
+        y = g.op("Resize", xc, None, None, sizes, **attrs)
+    return cast(g, y, dtype)
+
+
+def _upsample_targets(name: str, dims: Sequence[int]) -> list[tuple[int, Any, Any]]:
+    out = []
+    for n in dims:
+        packet = getattr(aten, name.format(n=n))
+        out.append((n, packet.vec, packet.default))
+    return out
+
+
+def _make_upsample_vec(n: int, mode: str, has_align: bool) -> Any:
+    if has_align:
+        def aten_upsample_vec(g: GraphBuilder, input: Tensor, output_size: Sequence[int] | None,
+                              align_corners: bool, scale_factors: Sequence[float] | None) -> Tensor:
+            return _resize(g, input, n, output_size, scale_factors, mode, align_corners)
+
+        return aten_upsample_vec
+
+    def aten_upsample_nearest_vec(g: GraphBuilder, input: Tensor, output_size: Sequence[int] | None,
+                                  scale_factors: Sequence[float] | None) -> Tensor:
+        return _resize(g, input, n, output_size, scale_factors, mode)
+
+    return aten_upsample_nearest_vec
+
+
+def _make_upsample_default(n: int, mode: str, has_align: bool) -> Any:
+    """The .default overloads: output_size plus one optional scale per spatial dim."""
+    if has_align and n == 1:
+        def aten_upsample_1d(g: GraphBuilder, self: Tensor, output_size: Sequence[int],
+                             align_corners: bool, scales: float | None = None) -> Tensor:
+            return _resize(g, self, 1, output_size, [scales], mode, align_corners)
+
+        return aten_upsample_1d
+    if has_align and n == 2:
+        def aten_upsample_2d(g: GraphBuilder, self: Tensor, output_size: Sequence[int],
+                             align_corners: bool, scales_h: float | None = None,
+                             scales_w: float | None = None) -> Tensor:
+            return _resize(g, self, 2, output_size, [scales_h, scales_w], mode, align_corners)
+
+        return aten_upsample_2d
+    if has_align:
+        def aten_upsample_3d(g: GraphBuilder, self: Tensor, output_size: Sequence[int],
+                             align_corners: bool, scales_d: float | None = None,
+                             scales_h: float | None = None, scales_w: float | None = None) -> Tensor:
+            return _resize(g, self, 3, output_size, [scales_d, scales_h, scales_w], mode, align_corners)
+
+        return aten_upsample_3d
+    if n == 1:
+        def aten_upsample_nearest_1d(g: GraphBuilder, self: Tensor, output_size: Sequence[int],
+                                     scales: float | None = None) -> Tensor:
+            return _resize(g, self, 1, output_size, [scales], mode)
+
+        return aten_upsample_nearest_1d
+    if n == 2:
+        def aten_upsample_nearest_2d(g: GraphBuilder, self: Tensor, output_size: Sequence[int],
+                                     scales_h: float | None = None,
+                                     scales_w: float | None = None) -> Tensor:
+            return _resize(g, self, 2, output_size, [scales_h, scales_w], mode)
+
+        return aten_upsample_nearest_2d
+
+    def aten_upsample_nearest_3d(g: GraphBuilder, self: Tensor, output_size: Sequence[int],
+                                 scales_d: float | None = None, scales_h: float | None = None,
+                                 scales_w: float | None = None) -> Tensor:
+        return _resize(g, self, 3, output_size, [scales_d, scales_h, scales_w], mode)
+
+    return aten_upsample_nearest_3d
+
+
+_UPSAMPLE = (
+    ("upsample_nearest{n}d", (1, 2, 3), "nearest", False),
+    ("_upsample_nearest_exact{n}d", (1, 2, 3), "nearest-exact", False),
+    ("upsample_linear{n}d", (1,), "linear", True),
+    ("upsample_bilinear{n}d", (2,), "linear", True),
+    ("upsample_trilinear{n}d", (3,), "linear", True),
+    ("upsample_bicubic{n}d", (2,), "cubic", True),
+)
+for _name, _dims, _mode, _has_align in _UPSAMPLE:
+    for _n, _vec, _default in _upsample_targets(_name, _dims):
+        for _target, _fn in ((_vec, _make_upsample_vec(_n, _mode, _has_align)),
+                             (_default, _make_upsample_default(_n, _mode, _has_align))):
+            _fn.__doc__ = _schema_doc(_target)
+            register(_target)(_fn)
+
+
+# -- padding ---------------------------------------------------------------------------------
+
+def _pad_pairs(pad: Sequence[Any], r: int) -> tuple[list[Any], list[Any]]:
+    """torch's (last-dim-first) pad pairs as per-dim ONNX begins and ends."""
+    if len(pad) % 2 != 0 or len(pad) // 2 > r:
+        raise TranslationError(f"pad of length {len(pad)} for a rank-{r} tensor")
+    begins: list[Any] = [0] * r
+    ends: list[Any] = [0] * r
+    for i in range(len(pad) // 2):
+        begins[r - 1 - i] = pad[2 * i]
+        ends[r - 1 - i] = pad[2 * i + 1]
+    return begins, ends
+
+
+def _crop_negative(g: GraphBuilder, x: Tensor, begins: list[Any], ends: list[Any]) -> tuple[Tensor, list[Any], list[Any]]:
+    """Slice away negative (static) pads, which torch allows; return the non-negative rest."""
+    axes, starts, stops = [], [], []
+    for axis, (b, e) in enumerate(zip(begins, ends)):
+        if isinstance(b, int) and b < 0 or isinstance(e, int) and e < 0:
+            axes.append(axis)
+            starts.append(-b if isinstance(b, int) and b < 0 else 0)
+            stops.append(e if isinstance(e, int) and e < 0 else _INT_MAX)
+    if axes:
+        x = g.op("Slice", x, g.const(starts, ir.DataType.INT64), g.const(stops, ir.DataType.INT64),
+                 g.const(axes, ir.DataType.INT64))
+        begins = [max(b, 0) if isinstance(b, int) else b for b in begins]
+        ends = [max(e, 0) if isinstance(e, int) else e for e in ends]
+    return x, begins, ends
+
+
+def _replicate_negative(g: GraphBuilder, x: Tensor, begins: list[Any],
+                        ends: list[Any]) -> tuple[Tensor, list[Any], list[Any]]:
+    """Replicate-pad each axis with a negative pad as a Gather: out[i] = x[clamp(i - begin)].
+
+    Cropping first would be wrong there: torch clamps into the whole input, not the crop.
+    """
+    begins, ends = list(begins), list(ends)
+    for axis, (b, e) in enumerate(zip(begins, ends)):
+        if not (isinstance(b, int) and isinstance(e, int) and (b < 0 or e < 0)):
+            continue
+        size = x.shape[axis] if x.shape is not None else None
+        if not isinstance(size, int):
+            raise TranslationError("replicate padding with a negative pad on a dynamic dimension")
+        index = np.clip(np.arange(size + b + e) - b, 0, size - 1)
+        x_shape = x.shape
+        x = g.op("Gather", x, g.const(index, ir.DataType.INT64), axis=axis)
+        x.shape = ir.Shape([len(index) if i == axis else d for i, d in enumerate(x_shape)])
+        begins[axis], ends[axis] = 0, 0
+    return x, begins, ends
+
+
+def _pad(g: GraphBuilder, self: Tensor, pad: Sequence[Any], mode: str, value: float | None) -> Tensor:
+    r = rank(self)
+    begins, ends = _pad_pairs(pad, r)
+    x = self
+    if mode == "replicate":
+        x, begins, ends = _replicate_negative(g, x, begins, ends)
+    x, begins, ends = _crop_negative(g, x, begins, ends)
+    if all(isinstance(v, int) and v == 0 for v in begins + ends):
+        return x if x is not self else g.op("Identity", x)
+    dtype = self.dtype
+    assert dtype is not None
+    if mode == "circular":
+        return _pad_circular(g, x, begins, ends)
+    pads = int_list(g, [*begins, *ends])
+    if mode == "constant":
+        fill = g.const(0 if value is None else value, dtype)
+        return g.op("Pad", x, pads, fill, mode="constant")
+    onnx_mode = {"reflect": "reflect", "replicate": "edge"}.get(mode)
+    if onnx_mode is None:
+        raise TranslationError(f"unknown padding mode {mode!r}")
+    # ORT's reflect/edge Pad kernels are float32/float64/int32/int64/uint8/int8/bool only
+    compute = ir.DataType.FLOAT if dtype in _HALF else dtype
+    return cast(g, g.op("Pad", cast(g, x, compute), pads, mode=onnx_mode), dtype)
+
+
+def _pad_circular(g: GraphBuilder, x: Tensor, begins: list[Any], ends: list[Any]) -> Tensor:
+    """Wrap-around padding as Slice + Concat per axis (ONNX 'wrap' needs opset 19)."""
+    i64 = ir.DataType.INT64
+    for axis, (b, e) in enumerate(zip(begins, ends)):
+        if isinstance(b, ir.Value) or isinstance(e, ir.Value):
+            raise TranslationError("circular padding by a dynamic (SymInt) amount")
+        if b == 0 and e == 0:
+            continue
+        parts = []
+        if b > 0:
+            parts.append(g.op("Slice", x, g.const([-b], i64), g.const([_INT_MAX], i64), g.const([axis], i64)))
+        parts.append(x)
+        if e > 0:
+            parts.append(g.op("Slice", x, g.const([0], i64), g.const([e], i64), g.const([axis], i64)))
+        x = g.op("Concat", *parts, axis=axis)
+    return x
+
+
+@register(aten.constant_pad_nd.default)
+def aten_constant_pad_nd(g: GraphBuilder, self: Tensor, pad: Sequence[int], value: float = 0) -> Tensor:
+    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
+    return _pad(g, self, pad, "constant", value)
+
+
+@register(aten.pad.default)
+def aten_pad(g: GraphBuilder, self: Tensor, pad: Sequence[int], mode: str = "constant",
+             value: float | None = None) -> Tensor:
+    """pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor"""
+    return _pad(g, self, pad, mode, value)
+
+
+@register(aten._pad_circular.default)
+def aten__pad_circular(g: GraphBuilder, self: Tensor, pad: Sequence[int]) -> Tensor:
+    """_pad_circular(Tensor self, SymInt[] pad) -> Tensor"""
+    return _pad(g, self, pad, "circular", None)
+
+
+def _make_pad(mode: str) -> Any:
+    def aten_pad_mode(g: GraphBuilder, self: Tensor, padding: Sequence[int]) -> Tensor:
+        return _pad(g, self, padding, mode, None)
+
+    aten_pad_mode.__name__ = f"aten_{mode}_pad"
+    return aten_pad_mode
+
+
+for _mode, _prefix in (("reflect", "reflection_pad"), ("replicate", "replication_pad")):
+    _per_dimensionality([getattr(aten, f"{_prefix}{_n}d").default for _n in (1, 2, 3)],
+                        lambda n, m=_mode: _make_pad(m))
+
+
+# -- pixel shuffle ---------------------------------------------------------------------------
+
+def _shuffle(g: GraphBuilder, self: Tensor, factor: int, is_up: bool) -> Tensor:
+    """pixel_(un)shuffle as Reshape -> Transpose -> Reshape over (*, C, H, W)."""
+    r = rank(self)
+    lead = [_dim(g, self, i) for i in range(r - 3)]
+    c, h, w = (_dim(g, self, i) for i in range(r - 3, r))
+    f = int(factor)
+    batch: int | Tensor = 1
+    for d in lead:
+        batch = _mul(g, batch, d)
+    # No -1 in the shapes and allowzero=1: empty tensors have literal 0 sizes.
+    if is_up:
+        oc = _div(g, c, f * f)
+        split = [batch, oc, f, f, h, w]
+        perm = [0, 1, 4, 2, 5, 3]
+        final = [*lead, oc, _mul(g, h, f), _mul(g, w, f)]
+    else:
+        oh, ow = _div(g, h, f), _div(g, w, f)
+        split = [batch, c, oh, f, ow, f]
+        perm = [0, 1, 3, 5, 2, 4]
+        final = [*lead, _mul(g, c, f * f), oh, ow]
+    y = g.op("Reshape", self, int_list(g, split), allowzero=1)
+    y = g.op("Transpose", y, perm=perm)
+    return g.op("Reshape", y, int_list(g, final), allowzero=1)
+
+
+@register(aten.pixel_shuffle.default)
+def aten_pixel_shuffle(g: GraphBuilder, self: Tensor, upscale_factor: int) -> Tensor:
+    """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
+    return _shuffle(g, self, upscale_factor, True)
+
+
+@register(aten.pixel_unshuffle.default)
+def aten_pixel_unshuffle(g: GraphBuilder, self: Tensor, downscale_factor: int) -> Tensor:
+    """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
+    return _shuffle(g, self, downscale_factor, False)

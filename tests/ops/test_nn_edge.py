@@ -1,0 +1,318 @@
+"""Edge cases for NN layers, reductions and attention beyond what OpInfo samples reach."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import onnxport
+from tests.helpers import count, export_and_compare
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+# -- convolution and pooling ------------------------------------------------------------------
+
+def test_conv2d_same_padding_even_kernel() -> None:
+    conv = torch.nn.Conv2d(3, 4, (4, 2), padding="same", dilation=(1, 3))
+    export_and_compare(conv, (torch.randn(2, 3, 9, 10),), rtol=1e-4, atol=1e-5)
+
+
+def test_conv2d_unbatched() -> None:
+    conv = torch.nn.Conv2d(3, 4, 3, stride=2, padding=1)
+    export_and_compare(conv, (torch.randn(3, 8, 8),), rtol=1e-4, atol=1e-5)
+
+
+def test_conv_transpose_output_padding_beyond_stride() -> None:
+    """torch allows output_padding < dilation even when >= stride; ORT does not."""
+    m = Fn(lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=2,
+                                              dilation=3))
+    export_and_compare(m, (torch.randn(1, 2, 5, 5), torch.randn(2, 3, 3, 3), torch.randn(3)),
+                       rtol=1e-4, atol=1e-5)
+
+
+def test_max_pool2d_indices_ceil_mode() -> None:
+    m = Fn(lambda x: F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True, return_indices=True))
+    export_and_compare(m, (torch.randn(2, 3, 10, 11),))
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"ceil_mode": True},
+    {"ceil_mode": True, "count_include_pad": False, "padding": 1},
+    {"divisor_override": 5, "padding": 1},
+    {"divisor_override": 3, "ceil_mode": True},
+])
+def test_avg_pool2d_ceil_and_divisor(kwargs: dict[str, Any]) -> None:
+    m = Fn(lambda x: F.avg_pool2d(x, 3, stride=2, **kwargs))
+    export_and_compare(m, (torch.randn(1, 2, 10, 9),))
+
+
+def test_adaptive_avg_pool_global_and_uneven() -> None:
+    program = export_and_compare(Fn(lambda x: F.adaptive_avg_pool2d(x, 1)), (torch.randn(2, 3, 7, 5),))
+    assert count(program, "GlobalAveragePool") == 1
+    export_and_compare(Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 4))), (torch.randn(2, 3, 7, 5),))
+
+
+def test_adaptive_max_pool_uneven_is_a_clear_error() -> None:
+    with pytest.raises(onnxport.errors.TranslationError, match="does not divide|evenly"):
+        onnxport.export(Fn(lambda x: F.adaptive_max_pool2d(x, 3)), (torch.randn(1, 2, 7, 7),))
+
+
+# -- normalization ---------------------------------------------------------------------------
+
+def test_batch_norm_eval_uses_batch_normalization() -> None:
+    bn = torch.nn.BatchNorm2d(4)
+    bn.running_mean.uniform_()
+    bn.running_var.uniform_(0.5, 2)
+    program = export_and_compare(bn, (torch.randn(2, 4, 5, 5),), rtol=1e-4, atol=1e-5)
+    assert count(program, "BatchNormalization") == 1
+
+
+def test_layer_norm_uses_layer_normalization() -> None:
+    program = export_and_compare(torch.nn.LayerNorm((5, 6)), (torch.randn(2, 3, 5, 6),),
+                                 rtol=1e-4, atol=1e-5)
+    assert count(program, "LayerNormalization") == 1
+
+
+def test_group_norm_and_instance_norm_modules() -> None:
+    export_and_compare(torch.nn.GroupNorm(2, 4), (torch.randn(2, 4, 3, 5),), rtol=1e-4, atol=1e-5)
+    export_and_compare(torch.nn.InstanceNorm2d(4, affine=True), (torch.randn(2, 4, 3, 5),),
+                       rtol=1e-4, atol=1e-5)
+
+
+def test_rms_norm_opset_23() -> None:
+    m = torch.nn.RMSNorm(6)
+    program = export_and_compare(m, (torch.randn(2, 3, 6),), opset_version=23, rtol=1e-4, atol=1e-5)
+    assert count(program, "RMSNormalization") == 1
+
+
+# -- upsampling and padding ------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("how", [{"scale_factor": 1.7}, {"size": (5, 13)}, {"size": (1, 1)}])
+def test_interpolate_modes(mode: str, align_corners: bool, how: dict[str, Any]) -> None:
+    m = Fn(lambda x: F.interpolate(x, mode=mode, align_corners=align_corners, **how))
+    export_and_compare(m, (torch.randn(1, 2, 4, 6),), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+def test_interpolate_nearest_downsample(mode: str) -> None:
+    m = Fn(lambda x: F.interpolate(x, size=(3, 7), mode=mode))
+    export_and_compare(m, (torch.randn(1, 2, 7, 5),))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular", "constant"])
+def test_pad_modes(mode: str) -> None:
+    m = Fn(lambda x: F.pad(x, (1, 2, 0, 3), mode=mode))
+    export_and_compare(m, (torch.randn(1, 2, 4, 5),))
+
+
+def test_pixel_shuffle_roundtrip_extra_leading_dims() -> None:
+    m = Fn(lambda x: F.pixel_unshuffle(F.pixel_shuffle(x, 2), 2))
+    export_and_compare(m, (torch.randn(2, 3, 8, 4, 5),))
+
+
+# -- reductions ------------------------------------------------------------------------------
+
+def test_integer_sums_promote_to_int64() -> None:
+    m = Fn(lambda a, b: (a.sum(), b.sum(dim=-1), a.prod(0)))
+    program = export_and_compare(m, (torch.randint(-5, 5, (3, 4), dtype=torch.int32),
+                                     torch.rand(3, 4) > 0.5))
+    assert program(torch.ones(3, 4, dtype=torch.int32), torch.ones(3, 4, dtype=torch.bool))[0].dtype \
+        == torch.int64
+
+
+def test_reductions_on_empty_and_negative_dims() -> None:
+    m = Fn(lambda x: (x.sum(-1), x.mean(-1), x.any(-1), x.all(-1)))
+    export_and_compare(m, (torch.randn(3, 0),))
+    export_and_compare(Fn(lambda x: torch.count_nonzero(x, -1)), (torch.randn(3, 0),))
+
+
+def test_reductions_dynamic_shapes() -> None:
+    class Stats(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> Any:
+            return x.var(1, keepdim=True), x.mean((0, 1)), torch.std_mean(x, 0, correction=0)
+
+    batch = torch.export.Dim("batch")
+    program = export_and_compare(Stats(), (torch.randn(4, 5),), dynamic_shapes=({0: batch},),
+                                 rtol=1e-4, atol=1e-5)
+    x = torch.randn(7, 5)
+    for a, e in zip(program(x), (x.var(1, keepdim=True), x.mean((0, 1)), *torch.std_mean(x, 0, correction=0))):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
+
+
+def test_argmax_keepdim_without_dim_and_max_dim_ties() -> None:
+    x = torch.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]])
+    m = Fn(lambda x: (torch.argmax(x, keepdim=True), x.max(1), x.min(0)))
+    export_and_compare(m, (x,))
+
+
+@pytest.mark.parametrize("ord", [1, 2, float("inf"), -float("inf"), 0, 3.5])
+def test_vector_norm_orders(ord: float) -> None:
+    m = Fn(lambda x: torch.linalg.vector_norm(x, ord=ord, dim=(0, 2)))
+    export_and_compare(m, (torch.randn(3, 4, 5),), rtol=1e-4, atol=1e-5)
+
+
+def test_logsumexp_with_infinities() -> None:
+    x = torch.tensor([[0.0, 1.0], [-float("inf"), -float("inf")], [float("inf"), 1.0]])
+    export_and_compare(Fn(lambda x: torch.logsumexp(x, 1)), (x,))
+
+
+# -- attention -------------------------------------------------------------------------------
+
+def _qkv(heads: int = 4, kv_heads: int = 4) -> tuple[torch.Tensor, ...]:
+    return torch.randn(2, heads, 5, 8), torch.randn(2, kv_heads, 7, 8), torch.randn(2, kv_heads, 7, 8)
+
+
+def test_sdpa_bool_and_float_masks() -> None:
+    q, k, v = _qkv()
+    bool_mask = torch.rand(5, 7) > 0.3
+    bool_mask[:, 0] = True
+    export_and_compare(Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+                       (q, k, v, bool_mask), rtol=1e-4, atol=1e-5)
+    export_and_compare(Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3)),
+                       (q, k, v, torch.randn(2, 1, 5, 7)), rtol=1e-4, atol=1e-5)
+
+
+def test_sdpa_causal_gqa() -> None:
+    q, k, v = _qkv(4, 2)
+    m = Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True))
+    program = export_and_compare(m, (q, k, v), rtol=1e-4, atol=1e-5)
+    assert count(program, "Softmax") == 1
+
+
+def test_sdpa_fully_masked_row_matches_torch() -> None:
+    q, k, v = _qkv()
+    mask = torch.ones(5, 7, dtype=torch.bool)
+    mask[2] = False
+    export_and_compare(Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+                       (q, k, v, mask), rtol=1e-4, atol=1e-5)
+
+
+def test_sdpa_dropout_is_a_clear_error() -> None:
+    q, k, v = _qkv()
+    with pytest.raises(onnxport.errors.TranslationError, match="dropout_p"):
+        onnxport.export(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)),
+                        (q, k, v))
+
+
+def test_decomposed_program_core_aten_level() -> None:
+    """run_decompositions() gives convolution, _native_batch_norm_legit_no_training,
+    native_layer_norm, native_group_norm and max_pool2d_with_indices; all translate."""
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+            self.bn = torch.nn.BatchNorm2d(4)
+            self.gn = torch.nn.GroupNorm(2, 4)
+            self.ln = torch.nn.LayerNorm(4)
+            self.up = torch.nn.ConvTranspose2d(4, 2, 3, stride=2, output_padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.gn(self.bn(self.conv(x)))
+            y = F.max_pool2d(y, 2)
+            y = self.ln(y.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+            return F.interpolate(self.up(y), scale_factor=2, mode="bilinear")
+
+    net = Net().eval()
+    net.bn.running_mean.uniform_()
+    x = torch.randn(2, 3, 8, 8)
+    program = torch.export.export(net, (x,)).run_decompositions()
+    targets = {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
+    assert "aten.convolution.default" in targets
+    assert "aten._native_batch_norm_legit_no_training.default" in targets
+    onnx_program = onnxport.export(program, (x,))
+    with torch.no_grad():
+        expected = net(x)
+    torch.testing.assert_close(onnx_program(x)[0], expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("op", "args"), [
+    (torch.ops.aten.upsample_nearest2d.default, ([6, 9], 1.5, 1.5)),
+    (torch.ops.aten.upsample_nearest2d.default, ([6, 9], None, None)),
+    (torch.ops.aten.upsample_bilinear2d.default, ([6, 9], False, 1.5, 1.5)),
+    (torch.ops.aten.upsample_bicubic2d.default, ([7, 5], True)),
+    (torch.ops.aten._upsample_nearest_exact2d.default, ([3, 9], None, None)),
+])
+def test_upsample_default_overloads(op: Any, args: tuple[Any, ...]) -> None:
+    export_and_compare(Fn(lambda x: op(x, *args)), (torch.randn(1, 2, 4, 6),), rtol=1e-4, atol=1e-5)
+
+
+def test_upsample_3d_default_overloads() -> None:
+    m = Fn(lambda x: (torch.ops.aten.upsample_trilinear3d.default(x, [4, 6, 8], False, 2.0, 2.0, 2.0),
+                      torch.ops.aten.upsample_nearest3d.default(x, [3, 5, 7])))
+    export_and_compare(m, (torch.randn(1, 2, 2, 3, 4),), rtol=1e-4, atol=1e-5)
+
+
+def test_max_min_argmax_propagate_nan() -> None:
+    x = torch.tensor([[1.0, float("nan"), 2.0, 0.0], [float("nan"), 3.0, 1.0, 1.0], [1.0, 2.0, 3.0, 0.5]])
+    m = Fn(lambda x: (x.amax(1), x.max(1), torch.argmin(x, 1), x.max(), x.amin(0), torch.argmax(x)))
+    export_and_compare(m, (x,))
+
+
+def test_dynamic_batch_and_sequence() -> None:
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(2, 4, 3, padding=1)
+            self.gn = torch.nn.GroupNorm(2, 4)
+
+        def forward(self, x: torch.Tensor, q: torch.Tensor) -> Any:
+            y, idx = F.max_pool2d(self.gn(self.conv(x)), 2, return_indices=True)
+            up = F.interpolate(y, scale_factor=2.0, mode="bilinear")
+            attn = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+            return up, idx, F.pixel_shuffle(y, 2), attn, F.adaptive_avg_pool2d(x, 1)
+
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
+    net = Net().eval()
+    args = (torch.randn(2, 2, 6, 6), torch.randn(2, 3, 5, 8))
+    program = export_and_compare(net, args, dynamic_shapes=({0: batch}, {0: batch, 2: seq}),
+                                 rtol=1e-4, atol=1e-5)
+    other = (torch.randn(3, 2, 6, 6), torch.randn(3, 3, 9, 8))
+    with torch.no_grad():
+        expected = net(*other)
+    for a, e in zip(program(*other), expected):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["plain", "causal_gqa", "bool_mask", "float_mask", "fp16"])
+def test_sdpa_onnx_attention_opset_23(case: str) -> None:
+    q, k, v = _qkv(4, 2 if case == "causal_gqa" else 4)
+    mask = None
+    if case == "bool_mask":
+        mask = torch.rand(5, 7) > 0.3
+        mask[2] = False  # a fully masked row
+    elif case == "float_mask":
+        mask = torch.randn(2, 1, 5, 7)
+    if case == "fp16":
+        q, k, v = q.half(), k.half(), v.half()
+
+    def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=case == "causal_gqa",
+                                              enable_gqa=case == "causal_gqa")
+
+    if case != "fp16":
+        program = export_and_compare(Fn(fn), (q, k, v), opset_version=23, rtol=1e-4, atol=1e-5)
+        assert count(program, "Attention") == 1
+        return
+    # float16: torch and ORT round differently; require ONNX to be as close to a float64
+    # reference as torch itself is.
+    program = onnxport.export(Fn(fn), (q, k, v), opset_version=23)
+    assert count(program, "Attention") == 1
+    reference = fn(q.double(), k.double(), v.double())
+    ours = (program(q, k, v)[0].double() - reference).abs().max()
+    theirs = (fn(q, k, v).double() - reference).abs().max()
+    assert ours <= theirs * 1.5 + 1e-4
