@@ -320,3 +320,36 @@ def test_verify_passes_for_a_good_model(tmp_path, mlp) -> None:
     text = open(report, encoding="utf-8").read()
     assert "Verification against eager PyTorch" in text
     assert "MISMATCH" not in text
+
+
+def test_streamed_save_matches_protobuf_serialization(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The streaming writer's file parses to the same model as onnx-ir's own serialization."""
+    import onnx_ir as ir
+
+    class Mixed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 16)
+            self.register_buffer("steps", torch.arange(16))
+            self.register_buffer("scale_bf16", torch.full((16,), 0.5, dtype=torch.bfloat16))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(x) * self.scale_bf16.float() + self.steps
+
+    model = Mixed().eval()
+    program = onnxport.export(model, (torch.randn(2, 8),))
+    assert program is not None
+    path = tmp_path / "streamed.onnx"
+    program.save(str(path))
+    ours = onnx.load(str(path))
+    reference = ir.to_proto(program.model)
+    assert {i.name for i in ours.graph.initializer} == {i.name for i in reference.graph.initializer}
+    for name in ("lin.weight", "steps", "scale_bf16"):
+        mine = next(i for i in ours.graph.initializer if i.name == name)
+        theirs = next(i for i in reference.graph.initializer if i.name == name)
+        assert onnx.numpy_helper.to_array(mine).tolist() == onnx.numpy_helper.to_array(theirs).tolist()
+    onnx.checker.check_model(str(path), full_check=True)
+    x = torch.randn(2, 8)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    torch.testing.assert_close(torch.from_numpy(session.run(None, {"x": x.numpy()})[0]),
+                               model(x).detach())

@@ -21,6 +21,7 @@ import torch
 from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport import _dtypes
+from onnxport._serialize import write_model
 from onnxport.errors import OnnxExporterError
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ class ONNXProgram:
                 if external_data and not is_path:
                     raise TypeError("the weights exceed 2 GB: save to a file path (external data)")
             if not is_path:
-                destination.write(ir.to_proto(self.model).SerializeToString())  # type: ignore[union-attr]
+                write_model(self.model, destination)  # type: ignore[arg-type]
                 return
             _save_atomically(self.model, os.fspath(destination), bool(external_data))
 
@@ -295,7 +296,8 @@ def _save_atomically(model: ir.Model, path: str, external_data: bool) -> None:
             ir.save(model, staged, external_data=data_name)
             os.replace(os.path.join(staging, data_name), os.path.join(directory, data_name))
         else:
-            ir.save(model, staged)
+            with open(staged, "wb") as fh:
+                write_model(model, fh)
         os.replace(staged, path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -122,7 +122,7 @@ def _decompose_untranslated(captured: Captured, has_translation: Callable[[Any],
     """
     program = captured.exported_program
     t0 = time.perf_counter()
-    table = decomposition_table()
+    table: dict[Any, Any] | None = None  # built on first need: most programs never need it
     for _ in range(8):  # a decomposition may produce ops that need decomposing in turn
         fallback: dict[Any, Any] = {}
         has_mutation = False
@@ -133,7 +133,11 @@ def _decompose_untranslated(captured: Captured, has_translation: Callable[[Any],
             target = effective_target(node)
             if target is node.target and node.target._schema.is_mutable:
                 has_mutation = True
-            if has_translation(target) or target not in table:
+            if has_translation(target):
+                continue
+            if table is None:
+                table = decomposition_table()
+            if target not in table:
                 continue
             if in_place and target is node.target \
                     and decompose_node(program.graph, node, table[target]):

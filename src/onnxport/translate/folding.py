@@ -2,8 +2,9 @@
 
 `try_fold` returns the result as a numpy array when every input is a known constant (or,
 for Shape/Size, when the input's shape is static) and the result is small; otherwise None.
-Only integer and boolean data is folded, plus float constants of a few elements, so weights
-are never copied and floating-point results never differ from ONNX Runtime's.
+Only integer and boolean data is folded, plus float constants of a few elements, and never
+an initializer (a weight the user may replace), so weights are never copied and
+floating-point results never differ from ONNX Runtime's.
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ def try_fold(op_type: str, inputs: Sequence[ir.Value | None], attrs: dict[str, A
         if v is None:
             arrays.append(None)
             continue
-        if v.const_value is None:
+        # Weights are never folded: apply_weights and initializers-as-inputs may replace them.
+        if v.const_value is None or v.is_initializer():
             return None
         tensor = v.const_value
         if tensor.size > _MAX_ELEMENTS:
