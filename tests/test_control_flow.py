@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch._higher_order_ops.while_loop import while_loop
 
@@ -57,3 +59,27 @@ def test_while_loop_becomes_loop_and_matches_trip_counts() -> None:
         actual = program(x, n)
         torch.testing.assert_close(actual[0], expected[0])
         torch.testing.assert_close(actual[1], expected[1])
+
+
+class ScanModel(torch.nn.Module):
+    def forward(self, init: torch.Tensor, xs: torch.Tensor, w: torch.Tensor) -> Any:
+        from torch._higher_order_ops.scan import scan
+
+        def combine(carry: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            new = carry + x * w
+            return new, new.sin()
+
+        return scan(combine, init, xs)
+
+
+def test_scan_becomes_scan_and_matches_eager() -> None:
+    model = ScanModel()
+    args = (torch.zeros(3), torch.randn(5, 3), torch.randn(3))
+    program = onnxport.export(model, args)
+    assert program is not None
+    check_model(program)
+    assert count(program, "Scan") == 1
+    expected = model(*args)
+    actual = program(*args)
+    torch.testing.assert_close(actual[0], expected[0])
+    torch.testing.assert_close(actual[1], expected[1])

@@ -96,3 +96,20 @@ def higher_order_wrap_with_autocast(g: GraphBuilder, device_type: str, dtype: An
     """wrap_with_autocast(device_type, dtype, enabled, cache_enabled, wrapped, *args)"""
     # The wrapped graph's metadata already carries the autocast dtypes; the translator casts.
     return tuple(g.translator.inline(g, wrapped, list(args)))
+
+
+@register(higher_order.scan)
+def higher_order_scan(g: GraphBuilder, combine_fn: torch.fx.GraphModule, init: Sequence[Tensor],
+                      xs: Sequence[Tensor], additional_inputs: Sequence[Tensor]) -> Any:
+    """scan(combine_fn, init, xs, additional_inputs) -> (final carries..., stacked outputs...)"""
+    sub = g.subgraph([], "scan_body")
+    state_in = [ir.Value(name=g.unique_name(f"{v.name}_state"), type=ir.TensorType(v.dtype),
+                         shape=v.shape) for v in init]
+    slices_in = [ir.Value(name=g.unique_name(f"{v.name}_slice"), type=ir.TensorType(v.dtype),
+                          shape=ir.Shape(list(v.shape)[1:]) if v.shape is not None else None)
+                 for v in xs]
+    sub.graph.inputs.extend([*state_in, *slices_in])
+    outputs = g.translator.inline(sub, combine_fn, [*state_in, *slices_in, *additional_inputs])
+    sub.graph.outputs.extend(_owned(sub, o) for o in outputs)
+    outs = g.op("Scan", *init, *xs, body=sub.graph, num_scan_inputs=len(xs), outputs=len(outputs))
+    return outs if isinstance(outs, tuple) else (outs,)
