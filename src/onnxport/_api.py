@@ -12,8 +12,15 @@ from typing import IO, Any
 import torch
 
 from onnxport.capture import capture
-from onnxport.errors import OnnxExporterError
-from onnxport.options import ExportOptions
+from onnxport.diagnostics import DiagnosticContext
+from onnxport.errors import (
+    CaptureError,
+    OnnxExporterError,
+    TranslationError,
+    UnsupportedOperatorError,
+    VerificationError,
+)
+from onnxport.options import DiagnosticOptions, ExportOptions
 from onnxport.passes import cleanup_passes, run_passes
 from onnxport.passes.convert_opset import LIBRARY_OPSET, convert_to_opset
 from onnxport.program import ONNXProgram
@@ -25,6 +32,7 @@ from onnxport.verify.report import ExportReport
 logger = logging.getLogger(__name__)
 
 DEFAULT_OPSET = 18
+_SARIF_REPORT = "report_dynamo_export.sarif"
 _in_export = 0
 
 
@@ -111,7 +119,25 @@ def export(
                         f"{', '.join(sorted(torchscript_options))}")
     if isinstance(args, torch.Tensor):
         args = (args,)
-    args = tuple(args)
+    return _export_dynamo(
+        model, tuple(args), kwargs, f=f, export_params=export_params, verbose=verbose,
+        input_names=input_names, output_names=output_names, opset_version=opset_version,
+        dynamic_axes=dynamic_axes, keep_initializers_as_inputs=keep_initializers_as_inputs,
+        external_data=external_data, dynamic_shapes=dynamic_shapes, report=report,
+        optimize=optimize, verify=verify, artifacts_dir=artifacts_dir, registry=registry)
+
+
+def _export_dynamo(
+    model: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None, *,
+    f: str | os.PathLike[str] | IO[bytes] | None = None, export_params: bool = True,
+    verbose: bool | None = None, input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None, opset_version: int | None = None,
+    dynamic_axes: Mapping[str, Any] | None = None, keep_initializers_as_inputs: bool = False,
+    external_data: bool | None = None, dynamic_shapes: Any = None, report: bool = False,
+    optimize: bool = True, verify: bool = False, artifacts_dir: str | os.PathLike[str] = ".",
+    registry: Any = None, diagnostic_options: DiagnosticOptions | None = None,
+) -> ONNXProgram:
+    """The dynamo pipeline: capture, translate, passes, verify, save; with report and diagnostics."""
     target_opset = opset_version or DEFAULT_OPSET
     # Translations are written for opset 18 and newer; older targets are converted down.
     opset = max(target_opset, LIBRARY_OPSET)
@@ -119,9 +145,9 @@ def export(
     dim_names = _dim_names(dynamic_axes, dynamic_shapes)
     if dynamic_axes and dynamic_shapes is None:
         dynamic_shapes = _dynamic_axes_to_shapes(model, args, kwargs, dynamic_axes, input_names)
-    name = type(model).__name__ if not callable(model) or isinstance(model, torch.nn.Module) \
-        else getattr(model, "__name__", "model")
+    name = _model_name(model)
     rep = ExportReport(name) if report else None
+    diagnostics = DiagnosticContext(diagnostic_options)
     timings: dict[str, float] = {}
     try:
         with _exporting():
@@ -130,6 +156,7 @@ def export(
                                has_translation=lambda t: table.lookup(t, opset) is not None)
             timings["capture"] = captured.seconds
             timings["decompose"] = captured.decompose_seconds
+            _diagnose_capture(diagnostics, captured)
             if rep is not None:
                 rep.attempts = captured.attempts
                 rep.decomposed = captured.decomposed
@@ -144,8 +171,11 @@ def export(
                 run_passes(onnx_model)
             if target_opset < opset:
                 onnx_model = convert_to_opset(onnx_model, target_opset)
+                diagnostics.log("OPX008", logging.INFO,
+                                f"translated at opset {opset}, converted to opset {target_opset}")
             timings["passes"] = time.perf_counter() - t2
             program = ONNXProgram(onnx_model, captured.exported_program)
+            program.diagnostic_context = diagnostics
             if rep is not None:
                 rep.model = onnx_model
             if verify:
@@ -154,6 +184,12 @@ def export(
                 timings["verify"] = time.perf_counter() - t3
                 if rep is not None:
                     rep.verification = diffs
+            if diagnostics.options.warnings_as_errors and diagnostics.warnings:
+                listed = "\n".join(f"  {d.rule.id} {d.rule.name}: {d.message}"
+                                    for d in diagnostics.warnings)
+                raise OnnxExporterError(
+                    f"{len(diagnostics.warnings)} warning diagnostics with warnings_as_errors=True:"
+                    f"\n{listed}\n  fix: address them, or set warnings_as_errors=False")
             if f is not None:
                 t4 = time.perf_counter()
                 program.save(f, include_initializers=export_params,
@@ -164,9 +200,13 @@ def export(
             if verbose:
                 logger.info("exported %s in %.3fs: %s", name, timings["total"], timings)
     except Exception as e:
+        _diagnose_failure(diagnostics, e)
+        if isinstance(e, OnnxExporterError):
+            e.diagnostic_context = diagnostics  # type: ignore[attr-defined]
         if rep is not None:
             rep.error = e
             rep.timings = timings
+            rep.diagnostics = diagnostics.diagnostics
             if isinstance(e, OnnxExporterError) and getattr(e, "diffs", None):
                 rep.verification = e.diffs  # type: ignore[attr-defined]
             path = rep.write(os.fspath(artifacts_dir))
@@ -174,8 +214,45 @@ def export(
         raise
     if rep is not None:
         rep.timings = timings
+        rep.diagnostics = diagnostics.diagnostics
         rep.write(os.fspath(artifacts_dir))
     return program
+
+
+def _model_name(model: Any) -> str:
+    if isinstance(model, (torch.nn.Module, torch.export.ExportedProgram)) or not callable(model):
+        return type(model).__name__
+    return getattr(model, "__name__", "model")
+
+
+def _diagnose_capture(diagnostics: DiagnosticContext, captured: Any) -> None:
+    for attempt in captured.attempts:
+        if attempt.error is not None:
+            first = (str(attempt.error).strip().splitlines() or [""])[0]
+            diagnostics.log("OPX001", logging.WARNING,
+                            f"capture strategy '{attempt.strategy}' failed "
+                            f"({type(attempt.error).__name__}: {first}); used '{captured.strategy}'")
+    for op in captured.decomposed:
+        diagnostics.log("OPX002", logging.INFO, f"{op} has no translation; it was decomposed")
+    if captured.retraced:
+        diagnostics.log("OPX003", logging.WARNING,
+                        "the whole program was re-traced by run_decompositions")
+
+
+def _diagnose_failure(diagnostics: DiagnosticContext, error: BaseException) -> None:
+    if isinstance(error, UnsupportedOperatorError) and error.missing:
+        for m in error.missing:
+            diagnostics.log("OPX004", logging.ERROR, f"{m.target} has no translation",
+                            source=m.source, node=m.node)
+    elif isinstance(error, TranslationError):
+        diagnostics.log("OPX005", logging.ERROR, str(error).splitlines()[0],
+                        source=error.source or "", node=error.node or "")
+    elif isinstance(error, CaptureError):
+        diagnostics.log("OPX006", logging.ERROR, str(error).splitlines()[0])
+    elif isinstance(error, VerificationError):
+        diagnostics.log("OPX007", logging.ERROR, str(error).splitlines()[0])
+    else:
+        diagnostics.log("OPX009", logging.ERROR, f"{type(error).__name__}: {error}")
 
 
 def dynamo_export(model: torch.nn.Module | torch.export.ExportedProgram | Any, /,
@@ -202,10 +279,18 @@ def dynamo_export(model: torch.nn.Module | torch.export.ExportedProgram | Any, /
     dynamic_shapes = None
     if options.dynamic_shapes:
         dynamic_shapes = _all_dims_dynamic(model, model_args, model_kwargs)
-    program = export(model, model_args, kwargs=model_kwargs or None, dynamic_shapes=dynamic_shapes,
-                     registry=options.onnx_registry)
-    assert program is not None
-    return program
+    try:
+        return _export_dynamo(model, tuple(model_args), model_kwargs or None,
+                              dynamic_shapes=dynamic_shapes, registry=options.onnx_registry,
+                              diagnostic_options=options.diagnostic_options)
+    except OnnxExporterError as e:
+        # As documented for dynamo_export: the diagnostics go to a SARIF log.
+        context = getattr(e, "diagnostic_context", None)
+        if context is not None:
+            context.save_sarif(_SARIF_REPORT)
+            e.sarif_path = os.path.abspath(_SARIF_REPORT)  # type: ignore[attr-defined]
+            logger.warning("export failed; diagnostics written to %s", _SARIF_REPORT)
+        raise
 
 
 def _all_dims_dynamic(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -91,6 +91,7 @@ class ONNXProgram:
         self._session: ort.InferenceSession | None = None
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
         self.runtime_options: ONNXRuntimeOptions | None = None
+        self.diagnostic_context: Any = None
 
     def __repr__(self) -> str:
         return f"ONNXProgram(\n{self.model}\n)"
@@ -100,6 +101,17 @@ class ONNXProgram:
     def model_proto(self) -> onnx.ModelProto:
         """The model as an onnx.ModelProto (serializes the weights into it)."""
         return ir.to_proto(self.model)
+
+    @property
+    def diagnostics(self) -> list[Any]:
+        """The export's diagnostics (rule, level, message, source), if any were recorded."""
+        return list(self.diagnostic_context.diagnostics) if self.diagnostic_context else []
+
+    def save_diagnostics(self, destination: str | os.PathLike[str]) -> None:
+        """Write the export's diagnostics as a SARIF 2.1.0 log."""
+        from onnxport.diagnostics import DiagnosticContext
+
+        (self.diagnostic_context or DiagnosticContext()).save_sarif(destination)
 
     # -- saving --------------------------------------------------------------------------
     def save(

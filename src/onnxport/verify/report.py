@@ -24,6 +24,7 @@ class ExportReport:
     model: ir.Model | None = None
     verification: list[Any] = dataclasses.field(default_factory=list)
     error: BaseException | None = None
+    diagnostics: list[Any] = dataclasses.field(default_factory=list)
 
     def render(self) -> str:
         """The report as markdown text."""
@@ -34,6 +35,12 @@ class ExportReport:
         if self.error is not None:
             out += ["## Error", "", "```", "".join(traceback.format_exception_only(self.error)).strip(),
                     "```", ""]
+        if self.diagnostics:
+            out += ["## Diagnostics", "", "| rule | level | message | source |", "|---|---|---|---|"]
+            for d in self.diagnostics:
+                message = d.message.replace("|", "\\|")
+                out.append(f"| {d.rule.id} {d.rule.name} | {d.level_name} | {message} | {d.source} |")
+            out.append("")
         if self.attempts:
             out += ["## Capture strategies", "", "| strategy | result | seconds |", "|---|---|---|"]
             for a in self.attempts:
