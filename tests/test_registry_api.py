@@ -101,3 +101,18 @@ def test_custom_torch_library_op_dispatches_to_registered_function() -> None:
     torch.testing.assert_close(program(x)[0], M()(x))
     with pytest.raises(onnxport.UnsupportedOperatorError, match="onnxport_test.scaled_relu"):
         onnxport.export(M(), (x,))
+
+
+def _sigmoid_gelu(self):  # type: ignore[no-untyped-def]
+    return op.Mul(self, op.Sigmoid(op.Mul(self, op.Constant(value_float=1.702))))
+
+
+def test_traced_onnxscript_function_is_inlined() -> None:
+    traced = onnxscript.values.TracedOnnxFunction(custom, _sigmoid_gelu)
+    registry = onnxport.OnnxRegistry()
+    registry.register_op(traced, "aten", "sigmoid")
+    x = torch.randn(6)
+    program = onnxport.export(torch.nn.Sigmoid(), (x,), registry=registry)
+    assert program is not None
+    assert [n.op_type for n in program.model.graph] == ["Constant", "Mul", "Sigmoid", "Mul"]
+    torch.testing.assert_close(program(x)[0], x * torch.sigmoid(1.702 * x))
