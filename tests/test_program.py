@@ -353,3 +353,23 @@ def test_streamed_save_matches_protobuf_serialization(tmp_path) -> None:  # type
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     torch.testing.assert_close(torch.from_numpy(session.run(None, {"x": x.numpy()})[0]),
                                model(x).detach())
+
+
+def test_call_with_runtime_options_and_fake_weights() -> None:
+    import onnxruntime
+
+    with onnxport.enable_fake_mode():
+        fake = nn.Linear(3, 2)
+        x_fake = torch.randn(4, 3)
+    program = onnxport.export(fake, (x_fake,))
+    real = nn.Linear(3, 2)
+    session_options = onnxruntime.SessionOptions()
+    session_options.intra_op_num_threads = 1
+    options = onnxport.ONNXRuntimeOptions(session_options=[session_options],
+                                          execution_providers=["CPUExecutionProvider"])
+    x = torch.randn(4, 3)
+    (out,) = program(x, model_with_state_dict=real, options=options)
+    torch.testing.assert_close(out, real(x).detach())
+    assert program.runtime_options is options
+    program.release()
+    assert program._session is None

@@ -242,7 +242,21 @@ class ONNXProgram:
             self._tempdir = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[torch.Tensor]:
-        """Run the model in ONNX Runtime on the same (structured) inputs as the PyTorch model."""
+        """Run the model in ONNX Runtime on the same (structured) inputs as the PyTorch model.
+
+        Two keyword arguments are taken for onnxport itself, as in torch.onnx 2.1:
+        `options=ONNXRuntimeOptions(...)` (session options, execution providers) and
+        `model_with_state_dict=module` (weights for a model exported in fake mode).
+        """
+        options = kwargs.pop("options", None) if isinstance(kwargs.get("options"),
+                                                               ONNXRuntimeOptions) else None
+        weights_from = kwargs.pop("model_with_state_dict", None) \
+            if isinstance(kwargs.get("model_with_state_dict"), torch.nn.Module) else None
+        if weights_from is not None:
+            self.apply_weights(weights_from.state_dict())
+        if options is not None and options is not self.runtime_options:
+            self.runtime_options = options
+            self.release()
         if self._session is None:
             self.initialize_inference_session()
         assert self._session is not None
