@@ -1,0 +1,37 @@
+"""The public surface: every documented name of the dynamo flavour is there, nothing else."""
+
+from __future__ import annotations
+
+import onnxport
+import onnxport.errors
+
+DOCUMENTED = {  # ../shared/reference/001 (TorchDynamo-based exporter)
+    "export", "dynamo_export", "ExportOptions", "enable_fake_mode", "ONNXFakeContext",
+    "ONNXProgram", "ONNXRuntimeOptions", "OnnxRegistry", "DiagnosticOptions", "OnnxExporterError",
+}
+OURS = {"is_in_onnx_export", "register", "errors", "CaptureError", "CheckerError", "PassError",
+        "TranslationError", "UnsupportedOperatorError", "VerificationError"}
+
+
+def test_all_is_exactly_the_public_surface() -> None:
+    assert set(onnxport.__all__) == DOCUMENTED | OURS
+    for name in onnxport.__all__:
+        assert hasattr(onnxport, name), name
+
+
+def test_every_error_derives_from_the_documented_base() -> None:
+    for name in onnxport.errors.__all__:
+        cls = getattr(onnxport.errors, name)
+        assert issubclass(cls, onnxport.OnnxExporterError)
+        assert getattr(onnxport, name, cls) is cls
+
+
+def test_program_and_registry_members() -> None:
+    for member in ("model", "model_proto", "exported_program", "save", "apply_weights",
+                   "initialize_inference_session", "release", "optimize", "save_diagnostics"):
+        if member in ("model", "exported_program"):
+            continue  # instance attributes, set in __init__
+        assert callable(getattr(onnxport.ONNXProgram, member)) or member == "model_proto"
+    registry = onnxport.OnnxRegistry()
+    for member in ("opset_version", "is_registered_op", "get_op_functions", "register_op"):
+        assert hasattr(registry, member)
