@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import inspect
-import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -23,24 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from onnxport.translate import default_registry  # noqa: E402
 from onnxport.translate.registry import target_name  # noqa: E402
-from tests.ops.op_db import OP_TESTS  # noqa: E402
-
-_OP_CALL = re.compile(r'g\.op\(\s*"([A-Za-z_:.]+)"')
-
-
-def emitted_ops(fn: Any) -> list[str]:
-    """ONNX op types a translation emits: from its source, and from closure strings."""
-    ops: set[str] = set()
-    try:
-        ops.update(_OP_CALL.findall(inspect.getsource(inspect.unwrap(fn))))
-    except (OSError, TypeError):
-        pass
-    for cell in getattr(fn, "__closure__", None) or ():
-        value = cell.cell_contents
-        if isinstance(value, str) and value[:1].isupper():
-            ops.add(value)
-    return sorted(ops)
-
+from tests.ops.op_db import OP_TESTS, emitted_ops  # noqa: E402
 
 def test_results(path: str | None) -> dict[str, str]:
     if not path:

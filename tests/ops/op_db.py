@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import pkgutil
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +62,23 @@ class OpTest:
 
 def _tuple(x: Any) -> tuple[torch.dtype, ...] | None:
     return None if x is None else tuple(x)
+
+
+_OP_CALL = re.compile(r'g\.op\(\s*"([A-Za-z_:.]+)"')
+
+
+def emitted_ops(fn: Any) -> list[str]:
+    """ONNX op types a translation emits: `g.op("X"` in its source, and op names it closes over."""
+    ops: set[str] = set()
+    try:
+        ops.update(_OP_CALL.findall(inspect.getsource(inspect.unwrap(fn))))
+    except (OSError, TypeError):
+        pass
+    for cell in getattr(fn, "__closure__", None) or ():
+        value = cell.cell_contents
+        if isinstance(value, str) and value[:1].isupper() and value.isalnum():
+            ops.add(value)
+    return sorted(ops)
 
 
 def load_cases() -> list[OpTest]:

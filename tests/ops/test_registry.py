@@ -71,3 +71,24 @@ def test_translation_signature_binds_schema(target: torch._ops.OpOverload) -> No
         if is_single and named and named != [a.name for a in positional][:len(named)]:
             pytest.fail(f"{translation.location}: parameters {named} differ from the schema's "
                         f"{[a.name for a in positional]}")
+
+
+def test_every_emitted_onnx_op_exists_at_its_opset() -> None:
+    """The ONNX op types a translation names exist in the default domain at its since_opset."""
+    import onnx
+
+    from tests.ops.op_db import emitted_ops
+
+    problems = []
+    registry = default_registry()
+    for target in registry.targets():
+        for translation in registry.all_for(target):
+            opset = max(18, translation.since_opset)
+            for op_type in emitted_ops(translation.function):
+                if "::" in op_type:
+                    continue
+                try:
+                    onnx.defs.get_schema(op_type, opset, "")
+                except onnx.defs.SchemaError:
+                    problems.append(f"{translation.location}: {op_type} not in opset {opset}")
+    assert not problems, "\n".join(sorted(set(problems)))
