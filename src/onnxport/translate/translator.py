@@ -354,6 +354,10 @@ class Translator:
         for spec, arg in zip(specs, flat):
             if spec.kind != kind.USER_OUTPUT:
                 continue
+            if arg is None:
+                # A None output (e.g. MultiheadAttention's weights with need_weights=False) is
+                # no tensor: dropped, as flatten_outputs drops it from eager results.
+                continue
             value = self.env[arg] if isinstance(arg, torch.fx.Node) else g.const(arg)
             if not isinstance(value, ir.Value):
                 value = g.const(value)

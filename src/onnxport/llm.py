@@ -1,0 +1,245 @@
+"""Export decoder-only language models with a key/value cache, and run greedy decoding in ORT.
+
+The exported graph has the input/output contract that ONNX Runtime generation loops use:
+
+    inputs:  input_ids [batch, sequence], attention_mask [batch, total_sequence],
+             past_key_values.{i}.key / .value [batch, kv_heads, past_sequence, head_dim],
+             and with `with_position_ids=True`, position_ids [batch, sequence]
+    outputs: logits [batch, sequence, vocab],
+             present.{i}.key / .value [batch, kv_heads, past_sequence + sequence, head_dim]
+
+transformers keeps the cache in a `DynamicCache` object, which is no tensor. `DecoderWithCache`
+takes the cache as a list of (key, value) tuples instead, builds the `DynamicCache` inside
+forward (torch.export traces through it) and returns the updated cache flattened the same
+way, so the graph inputs and outputs are plain tensors in pytree order
+(layer 0 key, layer 0 value, layer 1 key, ...), which `cache_input_names` and
+`cache_output_names` name. A prefill step passes past tensors with past_sequence = 0.
+
+Without a position_ids input, the model numbers the new tokens past_sequence,
+past_sequence + 1, ...; with left-padded batches, transformers' `generate` numbers them
+from the attention mask instead, which changes the results of models with absolute
+position embeddings (GPT-2; rotary models are shift-invariant): export with
+`with_position_ids=True` for them, and `greedy_generate` feeds the positions `generate` uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from onnxport._api import export
+from onnxport.program import ONNXProgram
+
+__all__ = [
+    "DecoderWithCache",
+    "cache_input_names",
+    "cache_output_names",
+    "empty_past",
+    "export_decoder_with_cache",
+    "greedy_generate",
+]
+
+
+def cache_input_names(num_layers: int, *, with_position_ids: bool = False) -> list[str]:
+    """Graph input names: input_ids, attention_mask, past_key_values.{i}.key / .value, ...
+
+    and position_ids last when `with_position_ids`.
+
+    Example:
+        >>> cache_input_names(1)
+        ['input_ids', 'attention_mask', 'past_key_values.0.key', 'past_key_values.0.value']
+    """
+    names = ["input_ids", "attention_mask"]
+    for i in range(num_layers):
+        names += [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
+    return [*names, "position_ids"] if with_position_ids else names
+
+
+def cache_output_names(num_layers: int) -> list[str]:
+    """Graph output names: logits, then present.{i}.key / .value.
+
+    Example:
+        >>> cache_output_names(1)
+        ['logits', 'present.0.key', 'present.0.value']
+    """
+    names = ["logits"]
+    for i in range(num_layers):
+        names += [f"present.{i}.key", f"present.{i}.value"]
+    return names
+
+
+class DecoderWithCache(torch.nn.Module):
+    """A transformers causal LM whose cache goes in and out as tensors.
+
+    forward(input_ids, attention_mask, past_key_values, position_ids=None) takes
+    past_key_values as a list of (key, value) tuples, one per layer, each
+    [batch, kv_heads, past_sequence, head_dim], and returns (logits, present) with present a
+    flat list [key 0, value 0, key 1, value 1, ...].
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                past_key_values: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                position_ids: torch.Tensor | None = None) -> Any:
+        from transformers import DynamicCache
+
+        config = self.model.config  # type: ignore[union-attr]
+        cache = DynamicCache([tuple(kv) for kv in past_key_values], config=config)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                         position_ids=position_ids, past_key_values=cache, use_cache=True)
+        present: list[torch.Tensor] = []
+        for layer in out.past_key_values.layers:
+            present += [layer.keys, layer.values]
+        return out.logits, present
+
+
+def _cache_geometry(config: Any) -> tuple[int, int, int]:
+    """(num_layers, kv_heads, head_dim) from a transformers config."""
+    num_layers = int(config.num_hidden_layers)
+    heads = int(config.num_attention_heads)
+    kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
+    return num_layers, kv_heads, head_dim
+
+
+def empty_past(config: Any, batch: int, past_sequence: int = 0, *,
+               dtype: torch.dtype = torch.float32) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Zero past keys/values of `past_sequence` positions (0: the prefill step) for `config`."""
+    num_layers, kv_heads, head_dim = _cache_geometry(config)
+    shape = (batch, kv_heads, past_sequence, head_dim)
+    return [(torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype))
+            for _ in range(num_layers)]
+
+
+def export_decoder_with_cache(model: torch.nn.Module, *, batch: int = 2, sequence: int = 3,
+                              past_sequence: int = 4, with_position_ids: bool = False,
+                              **export_kwargs: Any) -> ONNXProgram:
+    """Export a transformers causal LM with its key/value cache as graph inputs and outputs.
+
+    Batch, sequence and past_sequence are dynamic (named dims `batch`, `sequence`,
+    `past_sequence`); the attention mask's length is its own dynamic dim `total_sequence`
+    (transformers slices the mask to past_sequence + sequence). The example sizes only guide
+    tracing; use at least 2 for each, as torch.export specializes sizes 0 and 1.
+
+    Args:
+        model: A transformers causal LM (e.g. LlamaForCausalLM, GPT2LMHeadModel), in eval mode.
+        batch: Example batch size.
+        sequence: Example number of new tokens.
+        past_sequence: Example number of cached positions.
+        with_position_ids: Add a position_ids input [batch, sequence] (see the module notes).
+        export_kwargs: Passed on to `onnxport.export`.
+
+    Returns:
+        The ONNXProgram, with inputs named as `cache_input_names`, outputs as
+        `cache_output_names` and weights by the model's state_dict keys.
+
+    Example:
+        >>> import transformers
+        >>> config = transformers.GPT2Config(vocab_size=50, n_embd=16, n_layer=1, n_head=2)
+        >>> lm = transformers.GPT2LMHeadModel(config).eval()
+        >>> program = export_decoder_with_cache(lm)
+        >>> [v.name for v in program.model.graph.outputs]
+        ['logits', 'present.0.key', 'present.0.value']
+    """
+    config = model.config  # type: ignore[union-attr]
+    num_layers, _, _ = _cache_geometry(config)
+    vocab = int(config.vocab_size)
+    input_ids = torch.randint(0, vocab, (batch, sequence), dtype=torch.long)
+    attention_mask = torch.ones(batch, past_sequence + sequence, dtype=torch.long)
+    past = [(torch.randn(k.shape), torch.randn(v.shape))
+            for k, v in empty_past(config, batch, past_sequence)]
+    dims = {name: torch.export.Dim(name) for name in ("batch", "sequence", "past_sequence")}
+    cache_dims = {0: dims["batch"], 2: dims["past_sequence"]}
+    dynamic_shapes: dict[str, Any] = {
+        "input_ids": {0: dims["batch"], 1: dims["sequence"]},
+        # The mask's length equals past_sequence + sequence, a sum of two dims that
+        # dynamic_shapes cannot state; AUTO lets torch.export keep it as its own symbol.
+        "attention_mask": {0: dims["batch"], 1: torch.export.Dim.AUTO},
+        "past_key_values": [(cache_dims, cache_dims) for _ in range(num_layers)],
+    }
+    args: tuple[Any, ...] = (input_ids, attention_mask, past)
+    if with_position_ids:
+        args += (torch.arange(past_sequence, past_sequence + sequence).repeat(batch, 1),)
+        dynamic_shapes["position_ids"] = {0: dims["batch"], 1: dims["sequence"]}
+    input_names = cache_input_names(num_layers, with_position_ids=with_position_ids)
+    # Name the cache inputs' dims too: dynamic_shapes names only top-level inputs' dims.
+    dim_names = {name: {0: "batch", 2: "past_sequence"} for name in input_names
+                 if name.startswith("past_key_values.")}
+    dim_names["attention_mask"] = {0: "batch", 1: "total_sequence"}
+    program = export(DecoderWithCache(model).eval(), args,
+                     input_names=input_names, output_names=cache_output_names(num_layers),
+                     dynamic_shapes=dynamic_shapes, dynamic_axes=dim_names, **export_kwargs)
+    assert program is not None
+    # Initializers are named after the wrapper's state_dict ("model.<key>"): give them the
+    # model's own keys, so apply_weights(model.state_dict()) finds them.
+    for name, value in list(program.model.graph.initializers.items()):
+        if name.startswith("model."):
+            value.name = name.removeprefix("model.")
+    return program
+
+
+def greedy_generate(program: ONNXProgram, input_ids: torch.Tensor, max_new_tokens: int,
+                    *, attention_mask: torch.Tensor | None = None,
+                    eos_token_id: int | None = None,
+                    pad_token_id: int | None = None) -> torch.Tensor:
+    """Greedy decoding with the exported model in ONNX Runtime, feeding inputs by name.
+
+    A prefill step runs the prompt with an empty past; each decode step feeds the one new
+    token and the previous step's present.{i}.key/.value as past_key_values.{i}.key/.value.
+    If the model has a position_ids input, positions count the unmasked tokens, as
+    transformers' generate does: cumsum(attention_mask) - 1, and 1 at masked positions.
+    As in transformers' greedy search, a sequence that produced `eos_token_id` is finished:
+    its later tokens are `pad_token_id` (default: eos), and decoding stops once all are.
+
+    Args:
+        program: From `export_decoder_with_cache`.
+        input_ids: The prompt, [batch, prompt_length] int64.
+        max_new_tokens: How many tokens to generate.
+        attention_mask: The prompt's mask (default: all ones).
+        eos_token_id: Stop token, or None to always generate `max_new_tokens`.
+        pad_token_id: The token after eos in finished sequences (default: `eos_token_id`).
+
+    Returns:
+        The prompt followed by the generated tokens, [batch, prompt_length + new tokens].
+    """
+    import numpy as np
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(program.model_proto.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    input_meta = {i.name: i for i in session.get_inputs()}
+    output_names = [o.name for o in session.get_outputs()]
+    batch = input_ids.shape[0]
+    tokens = input_ids.numpy().astype(np.int64)
+    mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).numpy()
+    mask = mask.astype(np.int64)
+    past: dict[str, np.ndarray] = {}
+    for name, meta in input_meta.items():
+        if name.startswith("past_key_values."):
+            _, heads, _, head_dim = meta.shape
+            past[name] = np.zeros((batch, heads, 0, head_dim), dtype=np.float32)
+    step_ids = tokens
+    finished = np.zeros(batch, dtype=bool)
+    for _ in range(max_new_tokens):
+        feed = {"input_ids": step_ids, "attention_mask": mask, **past}
+        if "position_ids" in input_meta:
+            positions = np.where(mask == 1, np.cumsum(mask, axis=1) - 1, 1)
+            feed["position_ids"] = positions[:, -step_ids.shape[1]:].astype(np.int64)
+        outputs = dict(zip(output_names, session.run(None, feed)))
+        next_tokens = outputs["logits"][:, -1, :].argmax(-1).astype(np.int64)
+        if eos_token_id is not None:
+            pad = eos_token_id if pad_token_id is None else pad_token_id
+            next_tokens = np.where(finished, pad, next_tokens)
+            finished |= next_tokens == eos_token_id
+        tokens = np.concatenate([tokens, next_tokens[:, None]], axis=1)
+        mask = np.concatenate([mask, np.ones((batch, 1), dtype=np.int64)], axis=1)
+        past = {name: outputs[name.replace("past_key_values.", "present.", 1)] for name in past}
+        step_ids = next_tokens[:, None]
+        if finished.all():
+            break
+    return torch.from_numpy(tokens)
