@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import onnx
 import pytest
 import torch
@@ -108,9 +110,11 @@ def test_is_in_onnx_export() -> None:
     assert not onnxport.is_in_onnx_export()
 
 
-def test_dynamo_false_is_not_built_yet() -> None:
-    with pytest.raises(NotImplementedError, match="TorchScript"):
-        onnxport.export(MLPModel(), (torch.rand(2, 8),), dynamo=False)
+def test_dynamo_false_returns_none_and_writes_f() -> None:
+    # The TorchScript flavour returns None, as torch.onnx's does (tests/torchscript/ tests it).
+    buf = io.BytesIO()
+    assert onnxport.export(MLPModel(), (torch.rand(2, 8),), buf, dynamo=False) is None
+    onnx.checker.check_model(onnx.load_from_string(buf.getvalue()))
 
 
 def test_saved_model_passes_the_checker(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -10,6 +10,7 @@ __version__ = "0.1.0"
 
 from onnxport import errors
 from onnxport._api import dynamo_export, export, is_in_onnx_export
+from onnxport.capture.torchscript import OperatorExportTypes, TrainingMode
 from onnxport.errors import (
     CaptureError,
     CheckerError,
@@ -33,6 +34,8 @@ __all__ = [
     "enable_fake_mode",
     "ONNXFakeContext",
     "is_in_onnx_export",
+    "TrainingMode",
+    "OperatorExportTypes",
     "ONNXProgram",
     "ONNXRuntimeOptions",
     "OnnxRegistry",

@@ -63,7 +63,7 @@ def export(
     output_names: Sequence[str] | None = None,
     opset_version: int | None = None,
     dynamic_axes: Mapping[str, Mapping[int, str] | Sequence[int]] | None = None,
-    keep_initializers_as_inputs: bool = False,
+    keep_initializers_as_inputs: bool | None = None,
     dynamo: bool = True,
     external_data: bool | None = None,
     dynamic_shapes: Any = None,
@@ -87,7 +87,8 @@ def export(
         output_names: Names of the graph outputs, in order.
         opset_version: The ONNX opset (default 18).
         dynamic_axes: The legacy form of dynamic_shapes: {input_name: {axis: dim_name}}.
-        keep_initializers_as_inputs: List the weights as graph inputs too.
+        keep_initializers_as_inputs: List the weights as graph inputs too (dynamo=False: None
+            means False for OperatorExportTypes.ONNX, True otherwise).
         dynamo: True for the torch.export path; False for the TorchScript path.
         external_data: Save weights to `<f>.data`; None: only above 2 GB.
         dynamic_shapes: As torch.export.export takes it.
@@ -96,10 +97,13 @@ def export(
         verify: Run the model in ONNX Runtime and compare with eager PyTorch.
         artifacts_dir: Where the report goes.
         registry: An OnnxRegistry or Registry to use instead of the built-in op library.
-        torchscript_options: Options of the TorchScript flavour (dynamo=False).
+        torchscript_options: Options of the TorchScript flavour (dynamo=False): training,
+            operator_export_type, do_constant_folding, custom_opsets (see
+            `onnxport._torchscript_api.export_torchscript`).
 
     Returns:
-        The ONNXProgram (dynamo=True).
+        The ONNXProgram (dynamo=True); None with dynamo=False, as torch.onnx's TorchScript
+        flavour returns (the model is written to `f`).
 
     Raises:
         OnnxExporterError: a subclass saying what failed, where and how to fix it.
@@ -111,9 +115,15 @@ def export(
         ['Relu']
     """
     if not dynamo:
-        raise NotImplementedError(
-            "onnxport.export(dynamo=False): the TorchScript-based exporter is not built yet; "
-            "use dynamo=True (the default)")
+        if dynamic_shapes is not None:
+            raise TypeError("dynamo=False takes dynamic_axes, not dynamic_shapes")
+        _export_torchscript(model, args, f, kwargs=kwargs, export_params=export_params,
+                            verbose=verbose, input_names=input_names, output_names=output_names,
+                            opset_version=opset_version, dynamic_axes=dynamic_axes,
+                            keep_initializers_as_inputs=keep_initializers_as_inputs,
+                            external_data=external_data, registry=registry,
+                            options=torchscript_options)
+        return None
     if torchscript_options:
         raise TypeError(f"export() got options of the TorchScript flavour with dynamo=True: "
                         f"{', '.join(sorted(torchscript_options))}")
@@ -193,7 +203,7 @@ def _export_dynamo(
             if f is not None:
                 t4 = time.perf_counter()
                 program.save(f, include_initializers=export_params,
-                             keep_initializers_as_inputs=keep_initializers_as_inputs,
+                             keep_initializers_as_inputs=bool(keep_initializers_as_inputs),
                              external_data=external_data)
                 timings["save"] = time.perf_counter() - t4
             timings["total"] = time.perf_counter() - t0
@@ -253,6 +263,16 @@ def _diagnose_failure(diagnostics: DiagnosticContext, error: BaseException) -> N
         diagnostics.log("OPX007", logging.ERROR, str(error).splitlines()[0])
     else:
         diagnostics.log("OPX009", logging.ERROR, f"{type(error).__name__}: {error}")
+
+
+def _export_torchscript(model: Any, args: Any, f: Any, *, registry: Any, options: dict[str, Any],
+                        **common: Any) -> None:
+    """The dynamo=False flavour: TorchScript capture, the same op library."""
+    from onnxport._torchscript_api import export_torchscript, split_options
+
+    with _exporting():
+        export_torchscript(model, args, f, registry=_as_registry(registry),
+                           **common, **split_options(options))
 
 
 def dynamo_export(model: torch.nn.Module | torch.export.ExportedProgram | Any, /,
