@@ -1,4 +1,4 @@
-"""Type conversion and identity-like ops: to, _to_copy, clone, detach, alias, dropout in eval.
+"""Type conversion and identity-like ops: to, _to_copy, clone, detach, alias, dropout.
 
 ONNX values are immutable and have no layout, device or memory format, so every copy,
 alias and layout change is the value itself, cast where the dtype changes.
@@ -11,8 +11,8 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from onnxport.errors import TranslationError
 from onnxport.ops._helpers import cast
+from onnxport.ops.random import dropout_train
 from onnxport.translate import GraphBuilder, Tensor, aten, register
 
 
@@ -108,11 +108,14 @@ def aten__assert_tensor_metadata(g: GraphBuilder, a: Tensor, size: Any = None, s
     return None
 
 
-def _eval_dropout(name: str):  # type: ignore[no-untyped-def]
+def _dropout(name: str):  # type: ignore[no-untyped-def]
+    is_feature = "feature" in name
+    is_alpha = "alpha" in name
+
     def translate(g: GraphBuilder, input: Tensor, p: float, train: bool) -> Tensor:
         if train and p > 0:
-            raise TranslationError(f"{name} in training mode (p={p}) is not supported; "
-                                   "export the model in eval mode")
+            out, _ = dropout_train(g, input, p, is_feature=is_feature, is_alpha=is_alpha)
+            return out
         return input
 
     translate.__name__ = f"aten_{name}"
@@ -121,7 +124,7 @@ def _eval_dropout(name: str):  # type: ignore[no-untyped-def]
 
 
 for _name in ("dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"):
-    register(getattr(aten, _name).default)(_eval_dropout(_name))
+    register(getattr(aten, _name).default)(_dropout(_name))
 
 
 @register(aten.native_dropout.default)
@@ -129,8 +132,7 @@ def aten_native_dropout(g: GraphBuilder, input: Tensor, p: float,
                         train: bool | None) -> tuple[Tensor, Tensor]:
     """native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)"""
     if train and p > 0:
-        raise TranslationError(f"native_dropout in training mode (p={p}) is not supported; "
-                               "export the model in eval mode")
+        return dropout_train(g, input, p)
     # In eval mode the mask keeps everything.
     keep = g.op("ConstantOfShape", g.op("Shape", input),
                 value=ir.tensor([True], dtype=ir.DataType.BOOL))

@@ -1,0 +1,30 @@
+"""OpInfo cases for the remaining core ATen ops: strided views, scatters, pool backward.
+
+col2im, item/_local_scalar_dense, sym_stride, the random ops and the other backward ops
+have no usable OpInfo: tests/ops/test_core_coverage.py names their hand-written tests.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from onnxport.translate import aten
+from tests.ops.op_db import OpTest
+
+ALL = (torch.float32, torch.int64, torch.bool, torch.float16)
+
+
+_VIEW_REASON = ("as_strided reads the storage behind a view, past the view's own elements; "
+                "an exported input is a fresh contiguous tensor with no such storage")
+
+CASES = [
+    OpTest("as_strided", covers=(aten.as_strided.default,), dtypes=ALL),
+    # Every partial_views sample is a view into a larger storage.
+    OpTest("as_strided", variant="partial_views", covers=(aten.as_strided.default,), dtypes=ALL)
+        .xfail(reason=_VIEW_REASON),
+    OpTest("select_scatter", covers=(aten.select_scatter.default,), dtypes=ALL),
+    OpTest("masked_scatter", covers=(aten.masked_scatter.default,), dtypes=ALL),
+    OpTest("max_pool2d_with_indices_backward",
+           covers=(aten.max_pool2d_with_indices_backward.default,),
+           dtypes=(torch.float32, torch.float16)),
+]
