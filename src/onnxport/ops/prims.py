@@ -154,3 +154,10 @@ def aten_sym_constrain_range_for_size(g: GraphBuilder, size: Any, *, min: Any = 
     """sym_constrain_range_for_size(Scalar size, *, int? min=None, int? max=None) -> ()"""
     # A hint for torch's symbolic shape reasoning; nothing to compute.
     return None
+
+
+@register(torch.sym_ite)
+def sym_ite(g: GraphBuilder, b: Any, t: Any, f: Any) -> Any:
+    """torch.sym_ite(b, t, f): t if b else f, on symbolic values."""
+    dtype = g.out_dtype()
+    return g.op("Where", cast(g, b, ir.DataType.BOOL), cast(g, t, dtype), cast(g, f, dtype))
