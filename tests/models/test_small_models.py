@@ -69,8 +69,7 @@ def test_doc_mlp_example(tmp_path, monkeypatch) -> None:
     onnx_program = onnxport.export(model, (tensor_x,), dynamo=True)
 
     onnx_program.save("mlp.onnx")
-    # (`onnx_program = torch.onnx.dynamo_export(model, tensor_x)` has no onnxport
-    # counterpart yet.)
+    via_dynamo_export = onnxport.dynamo_export(model, tensor_x)
 
     assert isinstance(onnx_program, onnxport.ONNXProgram)
     assert isinstance(onnx_program.model_proto, onnx.ModelProto)
@@ -81,6 +80,7 @@ def test_doc_mlp_example(tmp_path, monkeypatch) -> None:
     with torch.no_grad():
         expected = model(tensor_x)
     torch.testing.assert_close(onnx_program(tensor_x)[0], expected)
+    torch.testing.assert_close(via_dynamo_export(tensor_x)[0], expected)
     session = ort.InferenceSession(str(tmp_path / "mlp.onnx"), providers=["CPUExecutionProvider"])
     (from_file,) = session.run(None, {"tensor_x": tensor_x.numpy()})
     torch.testing.assert_close(torch.from_numpy(from_file), expected)
