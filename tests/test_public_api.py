@@ -10,10 +10,14 @@ DOCUMENTED = {  # ../shared/reference/001 (TorchDynamo-based exporter)
     "ONNXProgram", "ONNXRuntimeOptions", "OnnxRegistry", "DiagnosticOptions", "OnnxExporterError",
 }
 DOCUMENTED_TORCHSCRIPT = {  # ../shared/reference/003 (TorchScript-based exporter)
-    "TrainingMode", "OperatorExportTypes",
+    "TrainingMode", "OperatorExportTypes", "export_to_pretty_string",
+    "register_custom_op_symbolic", "unregister_custom_op_symbolic",
+    "select_model_mode_for_export", "enable_log", "disable_log", "JitScalarType",
+    "utils", "verification", "symbolic_helper", "CheckerError", "UnsupportedOperatorError",
+    "is_in_onnx_export",
 }
-OURS = {"is_in_onnx_export", "register", "errors", "CaptureError", "CheckerError", "PassError",
-        "TranslationError", "UnsupportedOperatorError", "VerificationError"}
+OURS = {"register", "errors", "CaptureError", "PassError",
+        "TranslationError", "VerificationError"}
 
 
 def test_all_is_exactly_the_public_surface() -> None:
@@ -38,3 +42,18 @@ def test_program_and_registry_members() -> None:
     registry = onnxport.OnnxRegistry()
     for member in ("opset_version", "is_registered_op", "get_op_functions", "register_op"):
         assert hasattr(registry, member)
+
+
+def test_torchscript_modules() -> None:
+    """The documented names of torch.onnx.utils / verification / symbolic_helper."""
+    import onnxport.symbolic_helper
+    import onnxport.utils
+    import onnxport.verification
+
+    for name in ("unconvertible_ops", "export_to_pretty_string", "register_custom_op_symbolic",
+                 "unregister_custom_op_symbolic", "select_model_mode_for_export",
+                 "is_in_onnx_export", "enable_log", "disable_log"):
+        assert callable(getattr(onnxport.utils, name)), name
+    for name in ("find_mismatch", "GraphInfo", "VerificationOptions"):
+        assert hasattr(onnxport.verification, name), name
+    assert callable(onnxport.symbolic_helper.parse_args)

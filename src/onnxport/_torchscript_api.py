@@ -6,6 +6,7 @@ capture (torch.jit.trace, or a ScriptModule/ScriptFunction as is) -> TorchScript
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -16,8 +17,12 @@ from onnxport.capture.torchscript import (
     TrainingMode,
     capture_torchscript,
     find_dynamic_dims,
+    training_mode,
 )
+import torch
+
 from onnxport.passes import cleanup_passes, run_passes
+from onnxport.translate.module_functions import modules_as_functions
 from onnxport.passes.convert_opset import LIBRARY_OPSET, convert_to_opset
 from onnxport.program import ONNXProgram
 from onnxport.translate import Registry
@@ -67,13 +72,20 @@ def export_torchscript(
         keep_initializers_as_inputs: None means False for ONNX, True otherwise.
         dynamic_axes: {name: {axis: dim name}} or {name: [axis, ...]} (names
             `<name>_dynamic_axes_<k>`), for inputs and outputs.
-        autograd_inlining: accepted; autograd.Functions without `symbolic` are always inlined.
+        export_modules_as_functions: True or a set of module classes (opset >= 15): each
+            module call becomes a call of an ONNX local function (translate/module_functions.py).
+        autograd_inlining: False keeps an autograd.Function without `symbolic` as one
+            `prim::PythonOp` node (an unsupported op under OperatorExportTypes.ONNX).
     """
-    if export_modules_as_functions:
-        raise NotImplementedError("export_modules_as_functions is not supported yet with dynamo=False")
     target_opset = opset_version or DEFAULT_TORCHSCRIPT_OPSET
-    opset = max(target_opset, LIBRARY_OPSET)
+    if export_modules_as_functions and target_opset < 15:
+        raise ValueError("export_modules_as_functions needs opset_version >= 15 (ONNX local "
+                         f"functions need IR version 8), got {target_opset}")
+    if export_modules_as_functions and not isinstance(model, torch.nn.Module):
+        raise TypeError("export_modules_as_functions needs an nn.Module")
+    logger.info("export(dynamo=False): capturing %s", type(model).__name__)
     captured = capture_torchscript(model, args, kwargs, training=training)
+    logger.info("captured by %s in %.2fs", captured.strategy, captured.seconds)
     dim_names = _axes_names(dynamic_axes)
     if dim_names:
         names = list(input_names or [])
@@ -82,16 +94,13 @@ def export_torchscript(
                                      if n in dim_names})
     if verbose:
         print(captured.graph)
-    translator = TorchScriptTranslator(
-        captured, registry, opset, input_names=input_names, output_names=output_names,
-        operator_export_type=operator_export_type, dim_names=dim_names,
-        custom_opsets=dict(custom_opsets or {}))
-    onnx_model = translator.run()
-    run_passes(onnx_model, cleanup_passes())
-    if do_constant_folding and training != TrainingMode.TRAINING:
-        run_passes(onnx_model)
-    if target_opset < opset:
-        onnx_model = convert_to_opset(onnx_model, target_opset)
+    onnx_model = translate_captured(
+        captured, registry, target_opset=target_opset, input_names=input_names,
+        output_names=output_names, operator_export_type=operator_export_type,
+        dim_names=dim_names, custom_opsets=custom_opsets, autograd_inlining=autograd_inlining,
+        fold=do_constant_folding and training != TrainingMode.TRAINING)
+    if export_modules_as_functions:
+        modules_as_functions(onnx_model, model, export_modules_as_functions)
     program = ONNXProgram(onnx_model, None)
     if verbose:
         print(onnx_model)
@@ -103,6 +112,37 @@ def export_torchscript(
                      keep_initializers_as_inputs=bool(keep_initializers_as_inputs) or not export_params,
                      external_data=external_data)
     return program
+
+
+def translate_captured(
+    captured: Any,
+    registry: Registry,
+    *,
+    target_opset: int,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    operator_export_type: OperatorExportTypes = OperatorExportTypes.ONNX,
+    dim_names: dict[str, dict[int, str]] | None = None,
+    custom_opsets: Mapping[str, int] | None = None,
+    autograd_inlining: bool = True,
+    fold: bool = True,
+) -> Any:
+    """A captured TorchScript graph -> an onnx_ir Model at `target_opset` (passes run)."""
+    opset = max(target_opset, LIBRARY_OPSET)
+    translator = TorchScriptTranslator(
+        captured, registry, opset, input_names=input_names, output_names=output_names,
+        operator_export_type=operator_export_type, dim_names=dim_names,
+        custom_opsets=dict(custom_opsets or {}), symbolic_opset=target_opset,
+        autograd_inlining=autograd_inlining)
+    onnx_model = translator.run()
+    logger.info("translated: %d nodes", len(onnx_model.graph))
+    run_passes(onnx_model, cleanup_passes())
+    if fold:
+        run_passes(onnx_model)
+    if target_opset < opset:
+        logger.info("converting to opset %d", target_opset)
+        onnx_model = convert_to_opset(onnx_model, target_opset)
+    return onnx_model
 
 
 def _axes_names(dynamic_axes: Mapping[str, Any] | None) -> dict[str, dict[int, str]]:
@@ -123,3 +163,100 @@ def split_options(options: Mapping[str, Any]) -> dict[str, Any]:
         raise TypeError(f"export() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
     return dict(options)
 
+
+
+def export_to_pretty_string(
+    model: Any,
+    args: Any,
+    export_params: bool = True,
+    verbose: bool = False,
+    training: TrainingMode = TrainingMode.EVAL,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    operator_export_type: OperatorExportTypes = OperatorExportTypes.ONNX,
+    export_type: Any = None,
+    google_printer: bool = False,
+    opset_version: int | None = None,
+    keep_initializers_as_inputs: bool | None = None,
+    custom_opsets: Mapping[str, int] | None = None,
+    add_node_names: bool = True,
+    do_constant_folding: bool = True,
+    dynamic_axes: Mapping[str, Any] | None = None,
+    *,
+    registry: Registry | None = None,
+) -> str:
+    """Like export(dynamo=False), but returns a text form of the ONNX model.
+
+    The compact form (onnx.printer) by default; `google_printer=True` gives the protobuf
+    text form, where `add_node_names=False` leaves NodeProto.name empty. `export_type` is
+    accepted and ignored, as in torch.onnx.
+    """
+    import onnx
+
+    from onnxport._api import _as_registry, _exporting
+
+    del export_type
+    buf = io.BytesIO()
+    with _exporting():
+        export_torchscript(model, args, buf, registry=_as_registry(registry),
+                           export_params=export_params, verbose=verbose, training=training,
+                           input_names=input_names, output_names=output_names,
+                           operator_export_type=operator_export_type,
+                           opset_version=opset_version,
+                           keep_initializers_as_inputs=keep_initializers_as_inputs,
+                           custom_opsets=custom_opsets, do_constant_folding=do_constant_folding,
+                           dynamic_axes=dynamic_axes)
+    proto = onnx.load_from_string(buf.getvalue())
+    if not google_printer:
+        return onnx.printer.to_text(proto)
+    if not add_node_names:
+        for node in proto.graph.node:
+            node.ClearField("name")
+    return str(proto)
+
+
+def select_model_mode_for_export(model: Any, mode: TrainingMode) -> Any:
+    """A context manager setting `model`'s training flag per `mode` for the with-block."""
+    if not isinstance(mode, TrainingMode):
+        raise TypeError(f"mode must be a TrainingMode, got {type(mode).__name__}")
+    return training_mode(model, mode)
+
+
+def unconvertible_ops(model: Any, args: Any, training: TrainingMode = TrainingMode.EVAL,
+                      opset_version: int | None = None, *, registry: Registry | None = None
+                      ) -> tuple[Any, list[str]]:
+    """(the TorchScript graph, the kind of every node no translation handles, in order)."""
+    from onnxport._api import _as_registry, _exporting
+
+    target_opset = opset_version or DEFAULT_TORCHSCRIPT_OPSET
+    with _exporting():
+        captured = capture_torchscript(model, args, None, training=training)
+    translator = TorchScriptTranslator(captured, _as_registry(registry),
+                                       max(target_opset, LIBRARY_OPSET),
+                                       symbolic_opset=target_opset)
+    return captured.graph, translator.unconvertible()
+
+
+_LOG_HANDLER: logging.Handler | None = None
+
+
+def enable_log() -> None:
+    """Log export progress (capture, translation, opset conversion) to stderr."""
+    global _LOG_HANDLER
+    root = logging.getLogger("onnxport")
+    root.disabled = False
+    if _LOG_HANDLER is None:
+        _LOG_HANDLER = logging.StreamHandler()
+        _LOG_HANDLER.setFormatter(logging.Formatter("onnxport: %(message)s"))
+        root.addHandler(_LOG_HANDLER)
+    root.setLevel(logging.INFO)
+
+
+def disable_log() -> None:
+    """Stop logging export progress."""
+    global _LOG_HANDLER
+    root = logging.getLogger("onnxport")
+    if _LOG_HANDLER is not None:
+        root.removeHandler(_LOG_HANDLER)
+        _LOG_HANDLER = None
+    root.setLevel(logging.WARNING)

@@ -176,6 +176,9 @@ def convert_to_opset(model: ir.Model, opset: int) -> ir.Model:
     if opset == current:
         return model
     graph = model.graph
+    # onnx's version converter drops node metadata (module paths, source lines): restored
+    # after by node name.
+    metadata = {n.name: dict(n.metadata_props) for n in graph if n.name and n.metadata_props}
     weights = {name: v.const_value for name, v in graph.initializers.items()}
     for name, value in graph.initializers.items():
         tensor = value.const_value
@@ -187,6 +190,10 @@ def convert_to_opset(model: ir.Model, opset: int) -> ir.Model:
         if opset < 17:
             _expand_layer_norm(model.graph)
         proto = ir.to_proto(model)
+        # onnx's version converter drops the model's local functions: put them back after.
+        functions = [type(f)() for f in proto.functions]
+        for copy, function in zip(functions, proto.functions):
+            copy.CopyFrom(function)
         # onnx converts ReduceMean & co. from 18 (axes input) to 13 (axes attribute) but has
         # no adapters below 13: go through 13, where those nodes then fit the older versions.
         source = current
@@ -195,6 +202,8 @@ def convert_to_opset(model: ir.Model, opset: int) -> ir.Model:
             proto = onnx.version_converter.convert_version(proto, stage)
             _restore_unadapted(proto)
             source = stage
+        if functions and not proto.functions:
+            proto.functions.extend(functions)
         converted = proto
     except Exception as e:  # noqa: BLE001  (re-raised with the target opset)
         raise PassError(f"cannot convert the model from opset {current} to opset {opset}: {e}") from e
@@ -202,6 +211,9 @@ def convert_to_opset(model: ir.Model, opset: int) -> ir.Model:
         for name, tensor in weights.items():
             graph.initializers[name].const_value = tensor
     new = ir.from_proto(converted)
+    for node in new.graph:
+        if node.name in metadata and not node.metadata_props:
+            node.metadata_props.update(metadata[node.name])
     for name, value in new.graph.initializers.items():
         if weights.get(name) is not None:
             value.const_value = weights[name]

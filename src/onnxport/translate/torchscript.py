@@ -30,6 +30,7 @@ from onnxport.errors import MissingOp, OnnxExporterError, TranslationError
 from onnxport.translate.binding import _keyword_only
 from onnxport.translate.builder import GraphBuilder
 from onnxport.translate.registry import Registry, Translation
+from onnxport.translate.symbolic import call_symbolic, lookup_symbolic
 from onnxport.translate.translator import IR_VERSION, _identity, _version, unsupported_error
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -117,15 +118,19 @@ def _source(node: torch._C.Node) -> str:
     return first if first.startswith("/") or ":" in first else ""
 
 
-def _all_nodes(block: Any) -> Iterable[torch._C.Node]:
+def _has_symbolic(node: torch._C.Node) -> bool:
+    return getattr(getattr(node.pyobj(), "__self__", None), "symbolic", None) is not None
+
+
+def _all_nodes(block: Any, inline_functions: bool = True) -> Iterable[torch._C.Node]:
     """Nodes of a block, of its nested blocks and of inlined autograd.Function subgraphs."""
     for node in block.nodes():
         yield node
         for sub in node.blocks():
-            yield from _all_nodes(sub)
-        if node.kind() == "prim::PythonOp" and node.hasAttribute("Subgraph") and \
-                getattr(getattr(node.pyobj(), "__self__", None), "symbolic", None) is None:
-            yield from _all_nodes(node.g("Subgraph"))
+            yield from _all_nodes(sub, inline_functions)
+        if inline_functions and node.kind() == "prim::PythonOp" and \
+                node.hasAttribute("Subgraph") and not _has_symbolic(node):
+            yield from _all_nodes(node.g("Subgraph"), inline_functions)
 
 
 def _type_info(ty: Any) -> tuple[ir.DataType | None, list[int] | None]:
@@ -152,8 +157,13 @@ class TorchScriptTranslator:
                  output_names: Sequence[str] | None = None,
                  operator_export_type: OperatorExportTypes = OperatorExportTypes.ONNX,
                  dim_names: Mapping[str, Mapping[int, str]] | None = None,
-                 custom_opsets: dict[str, int] | None = None) -> None:
+                 custom_opsets: dict[str, int] | None = None,
+                 symbolic_opset: int | None = None,
+                 autograd_inlining: bool = True) -> None:
         self.captured = captured
+        # The opset user symbolic functions are looked up for (the export's target opset).
+        self.symbolic_opset = symbolic_opset or opset
+        self.autograd_inlining = autograd_inlining
         self.registry = registry
         self.opset = opset
         self.input_names = list(input_names or [])
@@ -212,6 +222,39 @@ class TorchScriptTranslator:
         for value in values:
             inits[value.name] = value
 
+    def symbolic(self, node: torch._C.Node) -> Callable[..., Any] | None:
+        """The user symbolic function registered for this node's kind, or None."""
+        kind = node.kind()
+        fn = lookup_symbolic(kind, self.symbolic_opset)
+        if fn is None and kind.startswith("aten::") and kind.endswith("_") and \
+                not kind.endswith("__"):
+            fn = lookup_symbolic(kind[:-1], self.symbolic_opset)  # in-place variant
+        return fn
+
+    def unconvertible(self) -> list[str]:
+        """The kind of every node no translation or symbolic function handles, in order."""
+        return [node.kind() for node in _all_nodes(self.captured.graph, self.inlines(None))
+                if not self._convertible(node)]
+
+    def _convertible(self, node: torch._C.Node) -> bool:
+        kind = node.kind()
+        if self.symbolic(node) is not None:
+            return True
+        if kind == "prim::PythonOp":
+            return self.inlines(node) or _has_symbolic(node) or \
+                self.export_type != OperatorExportTypes.ONNX
+        return kind.startswith("prim::") or kind in _SPECIAL or is_scalar_node(node) \
+            or self.lookup(node) is not None
+
+    def inlines(self, node: torch._C.Node) -> bool:
+        """Whether an autograd.Function without `symbolic` is exported as the ops it ran.
+
+        With autograd_inlining=False, or an export type that keeps unconverted ops
+        (ONNX_FALLTHROUGH, ONNX_ATEN_FALLBACK), it stays one `prim::PythonOp` node.
+        """
+        return self.autograd_inlining and self.export_type not in (
+            OperatorExportTypes.ONNX_FALLTHROUGH, OperatorExportTypes.ONNX_ATEN_FALLBACK)
+
     def lookup(self, node: torch._C.Node) -> Translation | None:
         """The translation of an `aten::` (or other namespaced) node, or None."""
         overload, _ = _dispatch_overload(node)
@@ -220,12 +263,14 @@ class TorchScriptTranslator:
     def find_missing(self) -> list[MissingOp]:
         """Every operator without a translation, each with its first use (all at once)."""
         missing: dict[str, MissingOp] = {}
-        for node in _all_nodes(self.captured.graph):
+        for node in _all_nodes(self.captured.graph, self.inlines(None)):
             kind = node.kind()
-            if kind.startswith("prim::") or kind in _SPECIAL or is_scalar_node(node) \
-                    or self.lookup(node) is not None:
+            if self._convertible(node):
                 continue
             overload = _node_overload(node)
+            if kind == "prim::PythonOp":
+                # An autograd.Function kept as one node: named by its class.
+                overload, kind = None, f"prim::PythonOp[{node.pyname()}]"
             name = (f"{overload.namespace}.{overload._schema.name.split('::')[-1]}."
                     f"{overload._overloadname}" if overload is not None else kind.replace("::", "."))
             if name not in missing:
@@ -308,6 +353,10 @@ class TorchScriptTranslator:
             metadata[_META_SOURCE] = source
         g.scope.metadata = metadata
         try:
+            symbolic = self.symbolic(node)
+            if symbolic is not None:
+                self._user_symbolic(node, symbolic)
+                return
             handler = _PRIM.get(kind) or _SPECIAL.get(kind)
             if handler is None and is_scalar_node(node):
                 handler = _SCALAR_HANDLERS[kind[6:]]
@@ -334,6 +383,22 @@ class TorchScriptTranslator:
             where += f" ({source})"
         return TranslationError(f"{kind}: {error}\n{where}", node=name, target=kind,
                                 module_path=module_path, source=source)
+
+    def _user_symbolic(self, node: torch._C.Node, fn: Callable[..., Any]) -> None:
+        """A node translated by a function given to register_custom_op_symbolic."""
+        args = [self._get(v) for v in node.inputs()]
+        outs = list(node.outputs())
+        infos = [self.info(o) for o in outs]
+        self.g.out_dtypes = tuple(d for d, _ in infos)
+        self.g.out_vals = tuple(_OutVal(d, s, True) for d, s in infos)
+        result = call_symbolic(fn, self.g, args)
+        if result is None and any(_is_tensor_type(o.type()) for o in outs):
+            raise TranslationError(f"the symbolic function registered for {node.kind()} "
+                                   "returned None")
+        self._bind_outputs(node, result, infos)
+        kind = node.kind()
+        if kind.endswith("_") and not kind.endswith("__") and outs:
+            self._set(node.inputsAt(0), self._get(outs[0]))
 
     def _aten(self, node: torch._C.Node) -> None:
         overload, inplace = _dispatch_overload(node)
@@ -1164,8 +1229,19 @@ def _python_op(t: TorchScriptTranslator, node: torch._C.Node) -> None:
     outs = list(node.outputs())
     symbolic = getattr(cls, "symbolic", None)
     if symbolic is not None:
-        results = symbolic(t.g, *args)
+        results = call_symbolic(symbolic, t.g, args)
         results = list(results) if isinstance(results, (tuple, list)) else [results]
+        for out, res in zip(outs, results):
+            t._set(out, t._finish(out, res, t.info(out)))
+        return
+    if not t.inlines(node):
+        # Kept as one node (autograd_inlining=False or a fallthrough export type).
+        if t.export_type == OperatorExportTypes.ONNX:
+            raise TranslationError(f"autograd.Function {node.pyname()} has no symbolic and "
+                                   "autograd_inlining is False")
+        results = t.g.op("PythonOp", *[a for a in args if isinstance(a, ir.Value)],
+                         domain="prim", outputs=len(outs), name=node.pyname())
+        results = results if isinstance(results, tuple) else (results,)
         for out, res in zip(outs, results):
             t._set(out, t._finish(out, res, t.info(out)))
         return
