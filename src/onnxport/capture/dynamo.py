@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -93,6 +94,12 @@ def capture(
             lines = "\n".join(
                 f"  {a.strategy}: {type(a.error).__name__}: {_first_line(a.error)}" for a in attempts
             )
+            explained = explain_constraint_violation(attempts[0].error, dynamic_shapes)
+            if explained:
+                raise CaptureError(
+                    f"{explained}\ntorch.export tried {len(attempts)} strategies:\n{lines}",
+                    attempts,
+                ) from attempts[0].error
             raise CaptureError(
                 f"torch.export could not capture the model; tried {len(attempts)} strategies:\n"
                 f"{lines}\n  fix: make the failing code traceable (see the first error above)",
@@ -105,6 +112,136 @@ def capture(
         _decompose_untranslated(captured, has_translation,
                                 in_place=not isinstance(model, torch.export.ExportedProgram))
     return captured
+
+
+# torch.export's ConstraintViolationError lines (torch/fx/experimental/symbolic_shapes.py and
+# torch/export/dynamic_shapes.py); a source looks like L['x'].size()[0] or
+# L['kwargs']['input_ids'].size()[1].
+_SOURCE = r"L(?:\[[^\]]+\])+\.size\(\)\[\d+\]"
+_SPECIALIZED = re.compile(r"You marked (?P<dim>.+?) as dynamic but your code specialized it to be "
+                          r"a constant \((?P<value>-?\d+)\)")
+_SOLVED = re.compile(rf"solving the guards generated for (?P<dim>\S+) = (?P<src>{_SOURCE}) "
+                     r"resulted in a specialized value of (?P<value>-?\d+)")
+_GUARD = re.compile(rf"Not all values of (?P<dim>\S+) = (?P<src>{_SOURCE}) in the specified range"
+                    r"(?: (?P<range>.+?))? satisfy the generated guard (?P<guard>.+?)\.?$")
+_EQUAL = re.compile(rf"The values of (?P<a>\S+) = (?P<srca>{_SOURCE}) and (?P<b>\S+) = "
+                    rf"(?P<srcb>{_SOURCE}) must always be equal")
+
+
+def explain_constraint_violation(error: BaseException | None, dynamic_shapes: Any) -> str:
+    """Say which input dimension torch.export specialized or constrained, and what to do.
+
+    Returns "" when `error` is not a dynamic-shape constraint violation.
+    """
+    text = str(error or "")
+    if "Constraints violated" not in text and "Specializations unexpectedly required" not in text:
+        return ""
+    where = _dim_locations(dynamic_shapes)
+
+    def describe(dim: str, src: str | None = None) -> str:
+        if src is None and re.fullmatch(_SOURCE, dim):
+            src = dim
+        place = _source_location(src) if src else where.get(dim)
+        if place is None:
+            return f"dimension {dim!r}"
+        return place if dim == place or dim.startswith("L[") else f"{place} (Dim {dim!r})"
+
+    def readable(guard: str) -> str:
+        # Write the guard with the Dim names, not torch's source expressions.
+        for src, dim in {m.group("src"): m.group("dim")
+                         for m in re.finditer(rf"(?P<dim>\S+) = (?P<src>{_SOURCE})", text)}.items():
+            guard = guard.replace(src, dim)
+        return re.sub(r" and \S+ <= IntInfinity\(\)", "", guard)
+
+    problems: list[str] = []
+    seen: set[str] = set()
+    # A dimension fixed to a constant needs no list of the guards that fixed it.
+    specialized = {m.group("dim") for m in (_SPECIALIZED.search(x) or _SOLVED.search(x)
+                                            for x in text.splitlines()) if m}
+    for raw in text.splitlines():
+        line = raw.strip().lstrip("- ")
+        if m := _SPECIALIZED.search(line) or _SOLVED.search(line):
+            dim, value = m.group("dim"), m.group("value")
+            key = f"specialized {dim}"
+            if key in seen:
+                continue
+            src = m.groupdict().get("src")
+            problems.append(
+                f"{describe(dim, src)} was marked dynamic, but the model's code only works when it "
+                f"is {value} (it compares, reshapes or broadcasts it against that constant): make "
+                f"that dimension static (Dim.STATIC, or leave it out of dynamic_shapes), or change "
+                f"the code so it works for any size")
+        elif m := _GUARD.search(line):
+            dim = m.group("dim")
+            key = f"guard {dim}"
+            if key in seen or dim in specialized:
+                continue
+            given = f" {m.group('range')}" if m.group("range") else ""
+            problems.append(
+                f"{describe(dim, m.group('src'))}: the model only works when "
+                f"{readable(m.group('guard'))}, but the range you gave{given} allows other values: "
+                f"narrow the Dim's min/max, or express the dimension as a multiple of a Dim "
+                f"(see torch's suggested fixes)")
+        elif m := _EQUAL.search(line):
+            key = f"equal {m.group('a')} {m.group('b')}"
+            if key in seen:
+                continue
+            problems.append(
+                f"{describe(m.group('a'), m.group('srca'))} must always equal "
+                f"{describe(m.group('b'), m.group('srcb'))} (the model combines them, e.g. adds "
+                f"or concatenates them): use the same Dim for both")
+        else:
+            continue
+        seen.add(key)
+    fixes: list[str] = []
+    if "Suggested fixes:" in text:
+        for raw in text.split("Suggested fixes:", 1)[1].splitlines()[1:]:
+            if not raw.strip():
+                break
+            fixes.append(f"  {raw.strip()}")
+    if not problems:
+        problems.append(_first_line(error))
+    message = "torch.export could not keep the input dimensions dynamic as dynamic_shapes asks:\n"
+    message += "\n".join(f"  - {p}" for p in problems)
+    if fixes:
+        message += "\ntorch's suggested fixes:\n" + "\n".join(fixes)
+    return message
+
+
+def _source_location(src: str) -> str:
+    """L['x'].size()[0] -> "input 'x' dim 0" (args/kwargs containers are skipped)."""
+    keys = re.findall(r"\[(?:'([^']*)'|(\d+))\]", src)
+    axis = keys[-1][1]
+    path = [k or i for k, i in keys[:-1] if k not in ("args", "kwargs")]
+    name = path[0] if path else "?"
+    rest = "".join(f"[{p}]" for p in path[1:])
+    return f"input {name!r}{rest} dim {axis}"
+
+
+def _dim_locations(dynamic_shapes: Any) -> dict[str, str]:
+    """{Dim name: "input 'x' dim 0"} from a dynamic_shapes spec (first use of each name)."""
+    found: dict[str, str] = {}
+
+    def walk(spec: Any, name: str) -> None:
+        if isinstance(spec, dict) and all(isinstance(k, int) for k in spec):
+            for axis, dim in spec.items():
+                dim_name = getattr(dim, "__name__", None)
+                if isinstance(dim_name, str):
+                    where = f"positional input {name[1:]}" if name.startswith("#") \
+                        else f"input {name!r}"
+                    found.setdefault(dim_name, f"{where} dim {axis}")
+        elif isinstance(spec, dict):
+            for key, sub in spec.items():
+                walk(sub, str(key) if name == "" else f"{name}[{key}]")
+        elif isinstance(spec, (list, tuple)):
+            if spec and all(not isinstance(s, (dict, list, tuple)) for s in spec) and name:
+                walk(dict(enumerate(spec)), name)
+            else:
+                for i, sub in enumerate(spec):
+                    walk(sub, f"#{i}" if name == "" else f"{name}[{i}]")
+
+    walk(dynamic_shapes, "")
+    return found
 
 
 def _first_line(error: BaseException | None) -> str:

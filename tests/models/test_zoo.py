@@ -1,0 +1,83 @@
+"""The model zoo (tests/models/zoo.py), exported with static and with dynamic shapes.
+
+Static: exported at the example inputs, run in ONNX Runtime at the same inputs.
+Dynamic: exported with the entry's dynamic_shapes, then run at inputs of another batch size
+and sequence length (or image size); the graph inputs must carry the Dim names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+import onnxport
+from onnxport.verify.compare import flatten_outputs
+from tests.helpers import check_model
+from tests.models.zoo import ZOO, ZooModel
+
+
+def _params(mode: str) -> list[Any]:
+    params = []
+    for entry in ZOO:
+        reason = entry.xfail_static if mode == "static" else entry.xfail_dynamic
+        marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+        params.append(pytest.param(entry, id=f"{entry.name}-{mode}", marks=marks))
+    return params
+
+
+def _compare(program: onnxport.ONNXProgram, model: torch.nn.Module, inputs: dict[str, Any],
+             tolerance: tuple[float, float]) -> None:
+    with torch.no_grad():
+        expected = flatten_outputs(model(**inputs))
+    actual = program(**inputs)
+    assert len(actual) == len(expected)
+    rtol, atol = tolerance
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True,
+                                   msg=lambda m, i=i: f"output {i}: {m}")
+
+
+def _dim_names(shapes: dict[str, Any]) -> dict[str, dict[int, str]]:
+    """{input: {axis: name}} for the named Dims (a Dim times k is named after the Dim too)."""
+    out: dict[str, dict[int, str]] = {}
+    for name, axes in shapes.items():
+        for axis, dim in (axes or {}).items():
+            if type(dim).__name__ == "Dim":
+                out.setdefault(name, {})[axis] = dim.__name__
+    return out
+
+
+@pytest.mark.parametrize("entry", _params("static"))
+def test_static(entry: ZooModel) -> None:
+    model = entry.factory()
+    inputs = entry.example_inputs()
+    program = onnxport.export(model, (), kwargs=inputs)
+    assert program is not None
+    check_model(program)
+    for value in program.model.graph.inputs:
+        assert all(isinstance(d, int) for d in value.shape), (value.name, value.shape)
+    _compare(program, model, inputs, entry.tolerance)
+
+
+@pytest.mark.parametrize("entry", _params("dynamic"))
+def test_dynamic(entry: ZooModel) -> None:
+    model = entry.factory()
+    inputs = entry.example_inputs()
+    program = onnxport.export(model, (), kwargs=inputs, dynamic_shapes=entry.dynamic_shapes)
+    assert program is not None
+    check_model(program)
+    graph_inputs = {v.name: v for v in program.model.graph.inputs}
+    for input_name, spec in entry.dynamic_shapes.items():
+        for axis in spec or {}:  # every dim asked for stays symbolic, Dim.AUTO's included
+            assert not isinstance(graph_inputs[input_name].shape[axis], int), (input_name, axis)
+    for input_name, axes in _dim_names(entry.dynamic_shapes).items():
+        shape = graph_inputs[input_name].shape
+        for axis, dim_name in axes.items():
+            assert str(shape[axis]) == dim_name, (input_name, axis, shape)
+    second = entry.second_inputs()
+    assert any(second[k].shape != inputs[k].shape for k in inputs)
+    _compare(program, model, second, entry.tolerance)
