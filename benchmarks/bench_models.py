@@ -122,12 +122,26 @@ def _torchscript(model: torch.nn.Module, entry: ZooModel, inputs: dict[str, Any]
     return f.getvalue()
 
 
+def _onnxport_torchscript(model: torch.nn.Module, entry: ZooModel, inputs: dict[str, Any],
+                          dynamic: bool) -> bytes:
+    """onnxport's TorchScript flavour, given the same wrapper and axes as torch.onnx's."""
+    names = list(inputs)
+    wrapper = _Positional(model, names).eval()
+    f = io.BytesIO()
+    axes = _dynamic_axes(entry) if dynamic else None
+    onnxport.export(wrapper, tuple(inputs.values()), f, dynamo=False, input_names=names,
+                    dynamic_axes=axes, opset_version=18)
+    return f.getvalue()
+
+
 EXPORTERS: dict[str, Callable[[torch.nn.Module, ZooModel, dict[str, Any], bool], bytes]] = {
     "onnxport": _onnxport,
+    "onnxport torchscript": _onnxport_torchscript,
     "torch.onnx dynamo": _torch_dynamo,
     "torch.onnx torchscript": _torchscript,
 }
-SHORT = {"onnxport": "onnxport", "torch.onnx dynamo": "dynamo", "torch.onnx torchscript": "ts"}
+SHORT = {"onnxport": "onnxport", "onnxport torchscript": "ots", "torch.onnx dynamo": "dynamo",
+         "torch.onnx torchscript": "ts"}
 
 
 # -- running and comparing ----------------------------------------------------------------------
