@@ -9,6 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import onnxport
+
 from tests.helpers import export_and_compare
 
 NAN = float("nan")
@@ -208,3 +210,61 @@ def test_grid_sample_5d_at_opset_20(mode: str) -> None:
     x, grid = torch.randn(1, 2, 3, 4, 5), torch.rand(1, 2, 3, 4, 3) * 2 - 1
     check(lambda a, g: F.grid_sample(a, g, mode=mode, align_corners=False), x, grid,
           opset_version=20)
+
+
+# -- ops the TorchScript path meets undecomposed (transformers' BLOOM, T5, Wav2Vec2) ----------
+
+@pytest.mark.parametrize("dynamo", [True, False])
+@pytest.mark.parametrize(("beta", "alpha"), [(1, 1), (0.5, 2.0), (0, 1)])
+def test_baddbmm(dynamo: bool, beta: float, alpha: float) -> None:
+    class M(torch.nn.Module):
+        def forward(self, s: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return torch.baddbmm(s, a, b, beta=beta, alpha=alpha)
+
+    s = torch.randn(2, 3, 5)
+    if beta == 0:
+        s[0, 0, 0] = float("nan")  # ignored by torch when beta == 0
+    args = (s, torch.randn(2, 3, 4), torch.randn(2, 4, 5))
+    _compare_both(M(), args, dynamo)
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_min_max_other(dynamo: bool) -> None:
+    class M(torch.nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.min(a, b), torch.max(a, b)
+
+    a = torch.tensor([1.0, float("nan"), 3.0, -2.0])
+    _compare_both(M(), (a, torch.tensor([2.0, 1.0, float("nan"), -3.0])), dynamo)
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_weight_norm(dynamo: bool, dim: int) -> None:
+    class M(torch.nn.Module):
+        def forward(self, v: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+            return torch._weight_norm(v, g, dim)
+
+    v = torch.randn(4, 3, 5)
+    g_shape = [1, 1, 1] if dim == -1 else [v.shape[d] if d == dim % 3 else 1 for d in range(3)]
+    g = torch.rand(*g_shape) + 0.5
+    axes = list(range(3)) if dim == -1 else [d for d in range(3) if d != dim % 3]
+    torch.testing.assert_close(M()(v, g), v * g / v.pow(2).sum(axes, keepdim=True).sqrt())
+    _compare_both(M(), (v, g), dynamo)
+
+
+def _compare_both(model: torch.nn.Module, args: tuple[torch.Tensor, ...], dynamo: bool) -> None:
+    """Export with either flavour, run in ORT, compare with eager (NaN-aware)."""
+    import io
+
+    import onnxruntime
+
+    expected = model(*args)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    f = io.BytesIO()
+    onnxport.export(model, args, f, dynamo=dynamo, input_names=[f"in{i}" for i in range(len(args))])
+    session = onnxruntime.InferenceSession(f.getvalue(), providers=["CPUExecutionProvider"])
+    outputs = session.run(None, {f"in{i}": a.numpy() for i, a in enumerate(args)})
+    assert len(outputs) == len(expected)
+    for out, exp in zip(outputs, expected):
+        torch.testing.assert_close(torch.from_numpy(out), exp, equal_nan=True)

@@ -66,8 +66,10 @@ def test_translation_signature_binds_schema(target: torch._ops.OpOverload) -> No
             pytest.fail(f"{translation.location} cannot take the arguments of {schema}: {e}")
         params = list(sig.parameters.values())[1:]
         named = [p.name for p in params if p.kind is not p.VAR_POSITIONAL][:len(positional)]
-        # A schema argument named after a Python keyword (uniform's `from`) is spelled `from_`.
-        named = [n[:-1] if n.endswith("_") and keyword.iskeyword(n[:-1]) else n for n in named]
+        # A schema argument named after a Python keyword (uniform's `from`) or after the builder
+        # (_weight_norm's `g`) is spelled with a trailing underscore.
+        named = [n[:-1] if n.endswith("_") and (keyword.iskeyword(n[:-1]) or n == "g_") else n
+                 for n in named]
         is_single = len([t for t in default_registry().targets()
                          if any(tr.function is translation.function
                                 for tr in default_registry().all_for(t))]) == 1

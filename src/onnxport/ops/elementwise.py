@@ -685,6 +685,8 @@ def _nan_ignoring(op_type: str, bool_op: str):  # type: ignore[no-untyped-def]
 
 for _target, _fn in {aten.maximum.default: _extremum("Max", "Or"),
                      aten.minimum.default: _extremum("Min", "And"),
+                     aten.max.other: _extremum("Max", "Or"),
+                     aten.min.other: _extremum("Min", "And"),
                      aten.fmax.default: _nan_ignoring("Max", "Or"),
                      aten.fmin.default: _nan_ignoring("Min", "And")}.items():
     _fn.__doc__ = _schema_line(_target)

@@ -49,6 +49,20 @@ def aten_mm(g: GraphBuilder, self: Tensor, other: Tensor) -> Tensor:
     return g.op("MatMul", self, other)
 
 
+@register(aten.baddbmm.default)
+def aten_baddbmm(g: GraphBuilder, self: Tensor, batch1: Tensor, batch2: Tensor, *, beta: float = 1,
+                 alpha: float = 1) -> Tensor:
+    """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    out = g.op("MatMul", batch1, batch2)
+    if alpha != 1:
+        out = g.op("Mul", out, g.const(alpha, like=out))
+    # torch ignores `self` when beta == 0, so NaN/inf in it must not reach the output.
+    if beta == 0:
+        return out
+    bias = self if beta == 1 else g.op("Mul", self, g.const(beta, like=self))
+    return g.op("Add", bias, out)
+
+
 # -- einsum, determinants, distances ---------------------------------------------------------------
 _I64 = ir.DataType.INT64
 _F32 = ir.DataType.FLOAT

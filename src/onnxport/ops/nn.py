@@ -984,3 +984,14 @@ def aten_pixel_shuffle(g: GraphBuilder, self: Tensor, upscale_factor: int) -> Te
 def aten_pixel_unshuffle(g: GraphBuilder, self: Tensor, downscale_factor: int) -> Tensor:
     """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
     return _shuffle(g, self, downscale_factor, False)
+
+
+@register(aten._weight_norm.default)
+def aten__weight_norm(g: GraphBuilder, v: Tensor, g_: Tensor, dim: int = 0) -> Tensor:
+    """_weight_norm(Tensor v, Tensor g, int dim=0) -> Tensor"""
+    # v * g / ||v||, the norm taken over every dim but `dim` (dim=-1: over all of v).
+    r = rank(v)
+    axes = list(range(r)) if dim == -1 else [a for a in range(r) if a != dim % r]
+    norm = g.op("Sqrt", g.op("ReduceSum", g.op("Mul", v, v), g.const(axes, ir.DataType.INT64),
+                             keepdims=1))
+    return g.op("Mul", v, g.op("Div", g_, norm))
