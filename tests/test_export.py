@@ -138,3 +138,16 @@ def test_untranslated_op_is_decomposed_alone_without_retrace() -> None:
     assert str(program.model.graph.inputs[0].shape) == "[b,4]"
     relu = next(n for n in program.model.graph if n.op_type == "Relu")
     assert "in forward" in relu.metadata_props["pkg.onnxport.source"]
+
+
+def test_ops_without_export_decomposition_use_torch_decomp_or_their_composite_kernel() -> None:
+    class M(torch.nn.Module):
+        def forward(self, a: torch.Tensor, m: torch.Tensor, v: torch.Tensor,
+                    x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            # addmv: torch._decomp only; mH: CompositeImplicitAutograd kernel only
+            return torch.addmv(a, m, v), m.mH, torch.ldexp(x, torch.tensor([2, 3, 1]))
+
+    args = (torch.randn(3), torch.randn(3, 4), torch.randn(4), torch.randn(3))
+    program = export_and_compare(M(), args)
+    decomposed = {d.message.split()[0] for d in program.diagnostics if d.rule.id == "OPX002"}
+    assert {"aten.addmv.default", "aten.mH.default", "aten.ldexp.Tensor"} <= decomposed

@@ -28,8 +28,24 @@ _KEPT_META = ("nn_module_stack", "stack_trace", "source_fn_stack", "from_node")
 
 @functools.cache
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
-    """torch.export's default decompositions, built once per process."""
-    return dict(torch.export.default_decompositions().items())
+    """torch.export's default decompositions plus torch._decomp's others, built once."""
+    from torch._decomp import decomposition_table as all_decompositions
+
+    table = dict(all_decompositions)
+    table.update(torch.export.default_decompositions().items())
+    return table
+
+
+def decomposition_for(op: Any) -> Callable[..., Any] | None:
+    """How to decompose `op`: a registered decomposition, or its CompositeImplicitAutograd
+    kernel (ops such as `matrix_H` are defined by other ATen ops)."""
+    found = decomposition_table().get(op)
+    if found is not None:
+        return found
+    if isinstance(op, torch._ops.OpOverload) and torch._C._dispatch_has_kernel_for_dispatch_key(
+            op.name(), "CompositeImplicitAutograd"):
+        return op.decompose
+    return None
 
 
 def decompose_node(graph: torch.fx.Graph, node: torch.fx.Node,

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from onnxport.capture.captured import Captured
-from onnxport.capture.decompose import decompose_node, decomposition_table
+from onnxport.capture.decompose import decompose_node, decomposition_for
 from onnxport.capture.inplace import effective_target
 from onnxport.errors import CaptureAttempt, CaptureError
 
@@ -259,7 +259,6 @@ def _decompose_untranslated(captured: Captured, has_translation: Callable[[Any],
     """
     program = captured.exported_program
     t0 = time.perf_counter()
-    table: dict[Any, Any] | None = None  # built on first need: most programs never need it
     for _ in range(8):  # a decomposition may produce ops that need decomposing in turn
         fallback: dict[Any, Any] = {}
         has_mutation = False
@@ -270,18 +269,18 @@ def _decompose_untranslated(captured: Captured, has_translation: Callable[[Any],
             target = effective_target(node)
             if target is node.target and node.target._schema.is_mutable:
                 has_mutation = True
-            if has_translation(target):
+            if has_translation(target) or target._schema.is_mutable:
+                # (in-place ops left here are functionalized by run_decompositions below)
                 continue
-            if table is None:
-                table = decomposition_table()
-            if target not in table:
+            decomposition = decomposition_for(target)
+            if decomposition is None:
                 continue
             if in_place and target is node.target \
-                    and decompose_node(program.graph, node, table[target]):
+                    and decompose_node(program.graph, node, decomposition):
                 changed = True
                 captured.decomposed.append(str(target))
             else:
-                fallback[target] = table[target]
+                fallback[target] = decomposition
         if fallback or has_mutation:
             program = program.run_decompositions(fallback)
             captured.retraced = True

@@ -16,7 +16,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.ops._helpers import cast, result_dtype, torch_dtype_of
-from onnxport.translate import GraphBuilder, Tensor, aten, register
+from onnxport.translate import GraphBuilder, Tensor, aten, prims, register
 
 BOOL = ir.DataType.BOOL
 FLOAT = ir.DataType.FLOAT
@@ -745,3 +745,10 @@ def aten_addcdiv(g: GraphBuilder, self: Tensor, tensor1: Tensor, tensor2: Tensor
     a, t1, t2 = (cast(g, t, compute) for t in (self, tensor1, tensor2))
     # ATen's order, in float32 for half types: self + value * (tensor1 / tensor2).
     return cast(g, g.op("Add", a, _scaled(g, g.op("Div", t1, t2), value)), dtype)
+
+
+@register(aten.erfc.default, prims.erfc.default)
+def aten_erfc(g: GraphBuilder, self: Tensor) -> Tensor:
+    """erfc(Tensor self) -> Tensor"""
+    x = cast(g, self, g.out_dtype())
+    return g.op("Sub", g.const(1.0, like=x), g.op("Erf", x))

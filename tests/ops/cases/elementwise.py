@@ -87,6 +87,7 @@ CASES = [
     _unary("acosh", aten.acosh.default),
     _unary("atanh", aten.atanh.default),
     _unary("erf", aten.erf.default),
+    _unary("erfc", aten.erfc.default),
     _unary("erfinv", aten.erfinv.default),
     _unary("sigmoid", aten.sigmoid.default),
     _unary("tanh", aten.tanh.default),
