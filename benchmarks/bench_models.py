@@ -110,28 +110,24 @@ def _dynamic_axes(entry: ZooModel) -> dict[str, dict[int, str]]:
     return axes
 
 
-def _torchscript(model: torch.nn.Module, entry: ZooModel, inputs: dict[str, Any],
-                 dynamic: bool) -> bytes:
-    names = list(inputs)
-    wrapper = _Positional(model, names).eval()
-    f = io.BytesIO()
-    axes = _dynamic_axes(entry) if dynamic else None
-    torch.onnx.export(  # noqa: TID251
-        wrapper, tuple(inputs.values()), f, dynamo=False, input_names=names, dynamic_axes=axes,
-        opset_version=18)
-    return f.getvalue()
+def _torchscript_flavour(export: Callable[..., Any]) -> Callable[..., bytes]:
+    """An exporter running `export(..., dynamo=False)` (torch.onnx's or onnxport's) on the
+    positional wrapper, with the same dynamic_axes for both."""
+
+    def run(model: torch.nn.Module, entry: ZooModel, inputs: dict[str, Any], dynamic: bool) -> bytes:
+        names = list(inputs)
+        wrapper = _Positional(model, names).eval()
+        f = io.BytesIO()
+        axes = _dynamic_axes(entry) if dynamic else None
+        export(wrapper, tuple(inputs.values()), f, dynamo=False, input_names=names,
+               dynamic_axes=axes, opset_version=18)
+        return f.getvalue()
+
+    return run
 
 
-def _onnxport_torchscript(model: torch.nn.Module, entry: ZooModel, inputs: dict[str, Any],
-                          dynamic: bool) -> bytes:
-    """onnxport's TorchScript flavour, given the same wrapper and axes as torch.onnx's."""
-    names = list(inputs)
-    wrapper = _Positional(model, names).eval()
-    f = io.BytesIO()
-    axes = _dynamic_axes(entry) if dynamic else None
-    onnxport.export(wrapper, tuple(inputs.values()), f, dynamo=False, input_names=names,
-                    dynamic_axes=axes, opset_version=18)
-    return f.getvalue()
+_torchscript = _torchscript_flavour(torch.onnx.export)  # noqa: TID251
+_onnxport_torchscript = _torchscript_flavour(onnxport.export)
 
 
 EXPORTERS: dict[str, Callable[[torch.nn.Module, ZooModel, dict[str, Any], bool], bytes]] = {

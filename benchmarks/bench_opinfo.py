@@ -30,10 +30,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 
 import onnxport
 from onnxport.verify.compare import flatten_outputs
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tests.ops.op_db import sample_module  # noqa: E402  (shared with the op tests)
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "int64": torch.int64,
           "bool": torch.bool}
@@ -42,21 +44,6 @@ EXPORTERS = ("onnxport", "torch.onnx")
 
 class SampleTimeout(Exception):
     """A sample's export or run took longer than --timeout seconds."""
-
-
-class _SampleModule(torch.nn.Module):
-    """Calls the OpInfo's op on a sample; tensor leaves are inputs, the rest is baked in."""
-
-    def __init__(self, op: Any, leaves: list[Any], spec: Any, tensor_index: list[int]) -> None:
-        super().__init__()
-        self.op, self.leaves, self.spec, self.tensor_index = op, leaves, spec, tensor_index
-
-    def forward(self, *tensors: torch.Tensor) -> Any:
-        leaves = list(self.leaves)
-        for j, i in enumerate(self.tensor_index):
-            leaves[i] = tensors[j]
-        inp, args, kwargs = pytree.tree_unflatten(leaves, self.spec)
-        return self.op(inp, *args, **kwargs)
 
 
 @contextlib.contextmanager
@@ -131,10 +118,7 @@ def sweep_op(opinfo: Any, dtype: torch.dtype, exporters: tuple[str, ...], max_sa
         samples = samples[:max_samples]
     prepared = []
     for sample in samples:
-        leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
-        tensor_index = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-        module = _SampleModule(opinfo.op, leaves, spec, tensor_index)
-        tensors = tuple(leaves[i] for i in tensor_index)
+        module, tensors = sample_module(opinfo.op, sample)
         try:
             with time_limit(timeout), torch.no_grad():
                 expected = flatten_outputs(module(*tensors))

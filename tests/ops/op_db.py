@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +63,28 @@ class OpTest:
 
 def _tuple(x: Any) -> tuple[torch.dtype, ...] | None:
     return None if x is None else tuple(x)
+
+
+class SampleModule(torch.nn.Module):
+    """Calls an OpInfo's op on a sample; tensor leaves are inputs, the rest is baked in."""
+
+    def __init__(self, op: Any, leaves: list[Any], spec: Any, tensor_index: list[int]) -> None:
+        super().__init__()
+        self.op, self.leaves, self.spec, self.tensor_index = op, leaves, spec, tensor_index
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        leaves = list(self.leaves)
+        for j, i in enumerate(self.tensor_index):
+            leaves[i] = tensors[j]
+        inp, args, kwargs = pytree.tree_unflatten(leaves, self.spec)
+        return self.op(inp, *args, **kwargs)
+
+
+def sample_module(op: Any, sample: Any) -> tuple[SampleModule, tuple[torch.Tensor, ...]]:
+    """A module calling `op` on `sample`, and the sample's tensors (its inputs)."""
+    leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
+    tensor_index = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    return SampleModule(op, leaves, spec, tensor_index), tuple(leaves[i] for i in tensor_index)
 
 
 _OP_CALL = re.compile(r'g\.op\(\s*"([A-Za-z_:.]+)"')

@@ -16,7 +16,7 @@ import torch.utils._pytree as pytree
 
 import onnxport
 from onnxport.verify.compare import flatten_outputs
-from tests.ops.op_db import OP_TESTS, OpTest
+from tests.ops.op_db import OP_TESTS, OpTest, sample_module
 
 MAX_SAMPLES = int(os.environ.get("ONNXPORT_MAX_SAMPLES", "4"))
 
@@ -32,21 +32,6 @@ def opinfo_for(entry: OpTest) -> Any:
     return _opinfos()[(entry.name, entry.variant)]
 
 
-class _SampleModule(torch.nn.Module):
-    """Calls the OpInfo's op on a sample; tensor leaves are inputs, the rest is baked in."""
-
-    def __init__(self, op: Any, leaves: list[Any], spec: Any, tensor_index: list[int]) -> None:
-        super().__init__()
-        self.op, self.leaves, self.spec, self.tensor_index = op, leaves, spec, tensor_index
-
-    def forward(self, *tensors: torch.Tensor) -> Any:
-        leaves = list(self.leaves)
-        for j, i in enumerate(self.tensor_index):
-            leaves[i] = tensors[j]
-        inp, args, kwargs = pytree.tree_unflatten(leaves, self.spec)
-        return self.op(inp, *args, **kwargs)
-
-
 def describe(sample: Any) -> str:
     def fmt(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
@@ -57,10 +42,7 @@ def describe(sample: Any) -> str:
 
 
 def run_sample(entry: OpTest, opinfo: Any, sample: Any, dtype: torch.dtype) -> None:
-    leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
-    tensor_index = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-    module = _SampleModule(opinfo.op, leaves, spec, tensor_index)
-    tensors = tuple(leaves[i] for i in tensor_index)
+    module, tensors = sample_module(opinfo.op, sample)
     with torch.no_grad():
         expected = flatten_outputs(module(*tensors))
     program = onnxport.export(module, tensors, optimize=False)
