@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from typing import Any
 
 import onnx
@@ -10,6 +11,17 @@ import torch
 
 import onnxport
 from onnxport.verify.compare import flatten_outputs
+
+
+class Fn(torch.nn.Module):
+    """Wraps a function of tensors as a module, for exporting it."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args)
 
 
 def op_types(program: onnxport.ONNXProgram) -> list[str]:

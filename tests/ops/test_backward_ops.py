@@ -14,18 +14,9 @@ import pytest
 import torch
 
 import onnxport
-from tests.helpers import export_and_compare
+from tests.helpers import Fn, export_and_compare
 
 A = torch.ops.aten
-
-
-class _Call(torch.nn.Module):
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: torch.Tensor) -> Any:
-        return self.fn(*args)
 
 
 def _dispatched(program: Any, target: Any) -> None:
@@ -34,13 +25,13 @@ def _dispatched(program: Any, target: Any) -> None:
 
 
 def _check(fn: Callable[..., Any], args: tuple[Any, ...], target: Any) -> None:
-    _dispatched(export_and_compare(_Call(fn), args), target)
+    _dispatched(export_and_compare(Fn(fn), args), target)
 
 
 def _check_half(fn: Callable[..., Any], args: tuple[torch.Tensor, ...], target: Any) -> None:
     """float16 inputs: the translation computes in float32 and rounds once, so the reference is
     the float32 eager result rounded to float16 (eager float16 rounds at every step)."""
-    program = onnxport.export(_Call(fn), args)
+    program = onnxport.export(Fn(fn), args)
     _dispatched(program, target)
     expected = fn(*(a.float() if a.is_floating_point() else a for a in args))
     expected = expected if isinstance(expected, tuple) else (expected,)
@@ -162,7 +153,7 @@ def test_convolution_backward_matches_autograd_of_a_conv_module() -> None:
                                       [True, True, True])
 
     args = (grad, x.detach(), conv.weight.detach())
-    program = export_and_compare(_Call(fn), args)
+    program = export_and_compare(Fn(fn), args)
     for got, want in zip(program(*args), (gx, gw, gb)):
         torch.testing.assert_close(got, want)
 

@@ -11,20 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from onnxport.translate import aten
-from tests.helpers import count, export_and_compare
+from tests.helpers import Fn, count, export_and_compare
 
 NAN, INF = math.nan, math.inf
-
-
-class Fn(torch.nn.Module):
-    """Wraps a function of tensors as a module."""
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: torch.Tensor) -> Any:
-        return self.fn(*args)
 
 
 def targets(program: Any) -> set[Any]:

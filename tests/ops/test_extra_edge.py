@@ -11,19 +11,10 @@ import torch.nn.functional as F
 
 import onnxport
 
-from tests.helpers import export_and_compare
+from tests.helpers import Fn, export_and_compare
 
 NAN = float("nan")
 INF = float("inf")
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: Any) -> Any:
-        return self.fn(*args)
 
 
 def check(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -10,16 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import onnxport
-from tests.helpers import count, export_and_compare
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: Any) -> Any:
-        return self.fn(*args)
+from tests.helpers import Fn, count, export_and_compare
 
 
 # -- convolution and pooling ------------------------------------------------------------------

@@ -14,19 +14,11 @@ import pytest
 import torch
 
 import onnxport
+from tests.helpers import Fn
 from onnxport.capture.inplace import effective_target
 
 A = torch.ops.aten
 N = 20000
-
-
-class _Call(torch.nn.Module):
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: torch.Tensor) -> Any:
-        return self.fn(*args)
 
 
 def _targets(program: onnxport.ONNXProgram) -> set[Any]:
@@ -37,7 +29,7 @@ def _targets(program: onnxport.ONNXProgram) -> set[Any]:
 
 def _export(fn: Callable[..., Any], args: tuple[Any, ...], target: Any,
             **kwargs: Any) -> onnxport.ONNXProgram:
-    program = onnxport.export(_Call(fn), args, **kwargs)
+    program = onnxport.export(Fn(fn), args, **kwargs)
     targets = _targets(program)
     assert target in targets, f"{target} was not dispatched; graph has {targets}"
     return program

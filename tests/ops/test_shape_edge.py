@@ -7,22 +7,13 @@ from typing import Any
 import pytest
 import torch
 
-from tests.helpers import export_and_compare
+from tests.helpers import Fn, export_and_compare
 
 N = torch.export.Dim("n", min=2, max=64)
 
 
-class _Fn(torch.nn.Module):
-    def __init__(self, fn: Any) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: Any) -> Any:
-        return self.fn(*args)
-
-
 def check(fn: Any, *args: Any, **kwargs: Any) -> None:
-    export_and_compare(_Fn(fn), args, **kwargs)
+    export_and_compare(Fn(fn), args, **kwargs)
 
 
 X = torch.arange(60, dtype=torch.float32).reshape(3, 4, 5)
@@ -83,7 +74,7 @@ def test_dynamic_shapes() -> None:
                 torch.ones_like(x).index_put((torch.tensor([0, 1]),), torch.zeros(4, 5)),
                 x.diagonal(0, 1, 2), torch.sort(x, 0)[0], x.tril())
 
-    module = _Fn(fn)
+    module = Fn(fn)
     program = export_and_compare(module, (X,), dynamic_shapes=(({0: N},),))
     bigger = torch.randn(7, 4, 5)
     for actual, expected in zip(program(bigger), fn(bigger)):
@@ -186,7 +177,7 @@ def test_empty_gives_shape_and_dtype() -> None:
                 torch.empty_strided((2, 2), (2, 1)))
 
     x = torch.ones(3, dtype=torch.float16)
-    actual = onnxport.export(_Fn(fn), (x,))(x)
+    actual = onnxport.export(Fn(fn), (x,))(x)
     for a, e in zip(actual, fn(x)):
         assert a.shape == e.shape and a.dtype == e.dtype
 

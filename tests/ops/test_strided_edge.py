@@ -18,22 +18,13 @@ import torch
 
 import onnxport
 from onnxport.translate import GraphBuilder, default_registry
-from tests.helpers import export_and_compare
+from tests.helpers import Fn, export_and_compare
 
 A = torch.ops.aten
 
 
-class _Call(torch.nn.Module):
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: torch.Tensor) -> Any:
-        return self.fn(*args)
-
-
 def _check(fn: Callable[..., Any], args: tuple[Any, ...], target: Any, **kwargs: Any) -> None:
-    program = export_and_compare(_Call(fn), args, **kwargs)
+    program = export_and_compare(Fn(fn), args, **kwargs)
     targets = {n.target for n in program.exported_program.graph.nodes if n.op == "call_function"}
     assert target in targets, f"{target} was not dispatched; graph has {targets}"
 
@@ -112,7 +103,7 @@ def test_as_strided_symbolic_sizes() -> None:
 
     x = torch.randn(4, 5)
     dims = ({0: torch.export.Dim("n", min=3), 1: torch.export.Dim("m", min=3)},)
-    program = export_and_compare(_Call(fn), (x,), dynamic_shapes=(dims,))
+    program = export_and_compare(Fn(fn), (x,), dynamic_shapes=(dims,))
     y = torch.randn(7, 9)
     torch.testing.assert_close(program(y)[0], fn(y))
 
@@ -172,7 +163,7 @@ def test_resize_keeps_leading_elements(size: tuple[int, ...]) -> None:
         y.resize_(*size)
         return y
 
-    program = export_and_compare(_Call(fn), (torch.randn(3, 4),))
+    program = export_and_compare(Fn(fn), (torch.randn(3, 4),))
     targets = {n.target for n in program.exported_program.graph.nodes if n.op == "call_function"}
     assert targets & {A.resize_.default, A.resize.default}
 
@@ -185,6 +176,6 @@ def test_resize_growing_keeps_old_elements() -> None:
         return y
 
     x = torch.randn(3, 4)
-    (full,) = onnxport.export(_Call(fn), (x,))(x)
+    (full,) = onnxport.export(Fn(fn), (x,))(x)
     assert full.shape == (4, 5)
     torch.testing.assert_close(full.flatten()[:12], (x * 2).flatten())

@@ -48,17 +48,23 @@ def _causal_mask(g: GraphBuilder, query: Tensor, key: Tensor) -> Tensor:
     return g.op("LessOrEqual", cols, rows)
 
 
-def _attention_scores(g: GraphBuilder, query: Tensor, key: Tensor, attn_mask: Tensor | None,
-                      dropout_p: float, is_causal: bool, scale: float | None,
-                      enable_gqa: bool) -> tuple[Tensor, ir.DataType, ir.DataType]:
-    """Masked, scaled scores (before softmax), the compute dtype and the output dtype."""
+def _dtypes(query: Tensor, dropout_p: float) -> tuple[ir.DataType, ir.DataType]:
+    """The output dtype and the compute dtype (float32 for half types); rejects dropout."""
     if dropout_p != 0:
         raise TranslationError(
             f"scaled_dot_product_attention with dropout_p={dropout_p}: random dropout has no "
             "deterministic ONNX equivalent; export the model in eval mode")
     out = query.dtype
-    assert out is not None
-    compute = ir.DataType.FLOAT if out in _HALF else out
+    if out is None:
+        raise TranslationError("scaled_dot_product_attention on a query of unknown dtype")
+    return out, ir.DataType.FLOAT if out in _HALF else out
+
+
+def _attention_scores(g: GraphBuilder, query: Tensor, key: Tensor, attn_mask: Tensor | None,
+                      dropout_p: float, is_causal: bool, scale: float | None,
+                      enable_gqa: bool) -> tuple[Tensor, ir.DataType, ir.DataType]:
+    """Masked, scaled scores (before softmax), the compute dtype and the output dtype."""
+    out, compute = _dtypes(query, dropout_p)
     if scale is None:
         head = query.shape[-1] if query.shape is not None else None
         if not isinstance(head, int):
@@ -125,13 +131,7 @@ def aten_scaled_dot_product_attention_23(g: GraphBuilder, query: Tensor, key: Te
     if rank(query) != 4 or rank(key) != 4 or rank(value) != 4:
         return aten_scaled_dot_product_attention(g, query, key, value, attn_mask, dropout_p,
                                                  is_causal, scale=scale, enable_gqa=enable_gqa)
-    if dropout_p != 0:
-        raise TranslationError(
-            f"scaled_dot_product_attention with dropout_p={dropout_p}: random dropout has no "
-            "deterministic ONNX equivalent; export the model in eval mode")
-    out = query.dtype
-    assert out is not None
-    compute = ir.DataType.FLOAT if out in _HALF else out
+    out, compute = _dtypes(query, dropout_p)
     mask = None
     if attn_mask is not None:
         mask = attn_mask if attn_mask.dtype == ir.DataType.BOOL else cast(g, attn_mask, compute)
