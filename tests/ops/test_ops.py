@@ -10,6 +10,7 @@ import functools
 import os
 from typing import Any
 
+import onnx
 import pytest
 import torch
 import torch.utils._pytree as pytree
@@ -50,6 +51,7 @@ def run_sample(entry: OpTest, opinfo: Any, sample: Any, dtype: torch.dtype) -> N
     targets = {n.target for n in program.exported_program.graph.nodes if n.op == "call_function"}
     if entry.covers and not targets.intersection(entry.covers):
         raise AssertionError(f"none of {entry.covers} was dispatched; graph has {targets}")
+    onnx.checker.check_model(program.model_proto, full_check=True)
     try:
         actual = program(*tensors)
     except Exception:
