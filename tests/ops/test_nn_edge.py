@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -306,3 +308,10 @@ def test_sdpa_onnx_attention_opset_23(case: str) -> None:
     ours = (program(q, k, v)[0].double() - reference).abs().max()
     theirs = (fn(q, k, v).double() - reference).abs().max()
     assert ours <= theirs * 1.5 + 1e-4
+
+
+@pytest.mark.parametrize("ord", [math.inf, -math.inf])
+def test_vector_norm_inf_propagates_nan(ord: float) -> None:
+    x = torch.tensor([[1.0, math.nan, -3.0], [2.0, -5.0, 1.0]])
+    export_and_compare(Fn(lambda t: (torch.linalg.vector_norm(t, ord, dim=1),
+                                     torch.linalg.vector_norm(t, ord))), (x,))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -18,14 +17,6 @@ import torch
 import onnxport
 from onnxport import symbolic_helper
 from onnxport.translate import symbolic as _symbolic
-
-
-@pytest.fixture(autouse=True)
-def _clean_symbolics() -> Iterator[None]:
-    saved = {k: dict(v) for k, v in _symbolic._SYMBOLICS.items()}
-    yield
-    _symbolic._SYMBOLICS.clear()
-    _symbolic._SYMBOLICS.update(saved)
 
 
 def _export(model: Any, args: Any, **kwargs: Any) -> onnx.ModelProto:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import torch
 
 import onnxport
 import onnxport.verification
-from onnxport.translate import symbolic as _symbolic
 
 EXPECTED_TREE = """\
 ==================================== Tree: =====================================
@@ -33,14 +30,6 @@ id:  |  id: 0 |  id: 00
 ============================= Mismatch node kinds: =============================
 {'aten::relu': 2}
 """
-
-
-@pytest.fixture(autouse=True)
-def _clean_symbolics() -> Iterator[None]:
-    saved = {k: dict(v) for k, v in _symbolic._SYMBOLICS.items()}
-    yield
-    _symbolic._SYMBOLICS.clear()
-    _symbolic._SYMBOLICS.update(saved)
 
 
 class Model(torch.nn.Module):

@@ -392,9 +392,9 @@ def _vector_norm(g: GraphBuilder, x: Tensor, ord: float, axes: Sequence[int] | N
     if ord == 1:
         return _reduce(g, "ReduceSum", ax, axes, keepdim)
     if ord == math.inf:
-        return _reduce(g, "ReduceMax", ax, axes, keepdim)
+        return _extreme(g, "ReduceMax", ax, axes, keepdim)  # NaN-propagating, as torch
     if ord == -math.inf:
-        return _reduce(g, "ReduceMin", ax, axes, keepdim)
+        return _extreme(g, "ReduceMin", ax, axes, keepdim)
     if ord == 0:
         nonzero = g.op("Cast", g.op("Not", g.op("Equal", x, g.const(0.0, like=x))), to=x.dtype)
         return _reduce(g, "ReduceSum", nonzero, axes, keepdim)

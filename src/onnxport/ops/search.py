@@ -315,22 +315,24 @@ def _flat(g: GraphBuilder, self: Tensor) -> Tensor:
     return g.op("Reshape", self, g.const([-1], _I64))
 
 
+def _median_all(g: GraphBuilder, self: Tensor, ignore_nan: bool) -> Tensor:
+    """The median of every element (the overloads without `dim`)."""
+    flat = _flat(g, self)
+    flat.shape = ir.Shape([None])
+    values, _ = _median(g, flat, 0, False, ignore_nan=ignore_nan)
+    return values
+
+
 @register(aten.median.default)
 def aten_median(g: GraphBuilder, self: Tensor) -> Tensor:
     """median(Tensor self) -> Tensor"""
-    flat = _flat(g, self)
-    flat.shape = ir.Shape([None])
-    values, _ = _median(g, flat, 0, False, ignore_nan=False)
-    return values
+    return _median_all(g, self, ignore_nan=False)
 
 
 @register(aten.nanmedian.default)
 def aten_nanmedian(g: GraphBuilder, self: Tensor) -> Tensor:
     """nanmedian(Tensor self) -> Tensor"""
-    flat = _flat(g, self)
-    flat.shape = ir.Shape([None])
-    values, _ = _median(g, flat, 0, False, ignore_nan=True)
-    return values
+    return _median_all(g, self, ignore_nan=True)
 
 
 @register(aten.mode.default)

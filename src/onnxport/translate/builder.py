@@ -43,6 +43,10 @@ _BOOL_OUTPUT = frozenset(
     "Equal Less Greater LessOrEqual GreaterOrEqual Not And Or Xor IsNaN IsInf".split()
 )
 _INT64_OUTPUT = frozenset("Shape Size ArgMax ArgMin NonZero".split())
+# Unary ops whose output has their input's shape (so helpers can ask for a rank).
+_SAME_SHAPE = frozenset(
+    "Abs Neg Cast CastLike Identity Relu Sigmoid Tanh Exp Log Sqrt Reciprocal Floor Ceil Round "
+    "Sign Erf Sin Cos IsNaN IsInf Not Softmax LogSoftmax".split())
 
 
 @dataclasses.dataclass(slots=True)
@@ -327,6 +331,8 @@ def _infer_dtypes(node: ir.Node, inputs: Sequence[ir.Value | None]) -> None:
         dtype = first
     if dtype is not None:
         node.outputs[0].dtype = dtype
+    if op_type in _SAME_SHAPE and inputs and inputs[0] is not None and inputs[0].shape is not None:
+        node.outputs[0].shape = inputs[0].shape.copy()
     if op_type in ("TopK", "MaxPool", "Unique") and len(node.outputs) > 1:
         for out in node.outputs[1:]:
             out.dtype = ir.DataType.INT64
