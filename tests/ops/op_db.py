@@ -87,6 +87,51 @@ def sample_module(op: Any, sample: Any) -> tuple[SampleModule, tuple[torch.Tenso
     return SampleModule(op, leaves, spec, tensor_index), tuple(leaves[i] for i in tensor_index)
 
 
+# Allocations whose contents are undefined: their values cannot be compared either.
+_UNINITIALIZED = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty",
+                            "new_empty_strided"})
+
+
+def _draws_or_allocates(target: Any) -> bool:
+    tags = getattr(target, "tags", ())
+    packet = getattr(target, "_overloadpacket", None)
+    return torch.Tag.nondeterministic_seeded in tags or (
+        packet is not None and packet.__name__ in _UNINITIALIZED)
+
+
+def random_outputs(exported_program: torch.export.ExportedProgram) -> list[bool]:
+    """For each user output: does its value depend on a random draw or uninitialized memory?
+
+    Such outputs can only match eager PyTorch in shape and dtype (a seeded eager draw and an
+    ONNX Runtime draw are different numbers); the rest must match in value.
+    """
+    tainted: set[torch.fx.Node] = set()
+    for node in exported_program.graph.nodes:
+        if node.op == "call_function" and (
+                _draws_or_allocates(node.target) or tainted.intersection(node.all_input_nodes)):
+            tainted.add(node)
+    output = next(n for n in exported_program.graph.nodes if n.op == "output")
+    specs = exported_program.graph_signature.output_specs
+    leaves = pytree.tree_leaves(output.args[0])
+    return [leaf in tainted for leaf, spec in zip(leaves, specs)
+            if spec.kind == torch.export.graph_signature.OutputKind.USER_OUTPUT]
+
+
+def assert_outputs_match(actual: list[Any], expected: list[torch.Tensor], random: list[bool],
+                         rtol: float | None = None, atol: float | None = None) -> None:
+    """Values match eager's (torch's tolerances, equal_nan); random outputs in shape and dtype."""
+    assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
+    random = random if len(random) == len(expected) else [False] * len(expected)
+    for a, e, r in zip(actual, expected, random):
+        a = torch.as_tensor(a)
+        if r:
+            assert (a.shape, a.dtype) == (e.shape, e.dtype), (
+                f"random output: {a.dtype}{list(a.shape)}, expected {e.dtype}{list(e.shape)}")
+        else:
+            torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True,
+                                       check_stride=False)
+
+
 _OP_CALL = re.compile(r'g\.op\(\s*"([A-Za-z_:.]+)"')
 
 

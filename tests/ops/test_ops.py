@@ -17,7 +17,7 @@ import torch.utils._pytree as pytree
 
 import onnxport
 from onnxport.verify.compare import flatten_outputs
-from tests.ops.op_db import OP_TESTS, OpTest, sample_module
+from tests.ops.op_db import OP_TESTS, OpTest, assert_outputs_match, random_outputs, sample_module
 
 MAX_SAMPLES = int(os.environ.get("ONNXPORT_MAX_SAMPLES", "4"))
 
@@ -60,10 +60,8 @@ def run_sample(entry: OpTest, opinfo: Any, sample: Any, dtype: torch.dtype) -> N
             os.makedirs(repro, exist_ok=True)
             program.save(os.path.join(repro, f"{entry.id}_{str(dtype)[6:]}.onnx"))
         raise
-    assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
     rtol, atol = entry.tolerance.get(dtype, (None, None))
-    for a, e in zip(actual, expected):
-        torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True, check_stride=False)
+    assert_outputs_match(actual, expected, random_outputs(program.exported_program), rtol, atol)
 
 
 _PARAMS = [pytest.param(entry, dtype, id=f"{entry.id}-{str(dtype)[6:]}")

@@ -205,6 +205,42 @@ def test_uniform_and_exponential() -> None:
     _moments(e, 2.0, 2.0)
 
 
+def test_cauchy_log_normal_and_geometric() -> None:
+    x = torch.zeros(N)
+
+    def fn(x: torch.Tensor) -> Any:
+        return (x.clone().cauchy_(1.0, 2.0), x.clone().log_normal_(0.5, 0.25),
+                x.clone().geometric_(0.3))
+
+    program = _export(fn, (x,), A.cauchy.default)
+    assert {A.log_normal.default, A.geometric.default} <= _targets(program)
+    c, ln, geo = program(x)
+    # Cauchy has no moments: its median is 1 and its quartiles are 1 -+ 2.
+    q = torch.quantile(c.double(), torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
+    assert torch.allclose(q, torch.tensor([-1.0, 1.0, 3.0], dtype=torch.float64), atol=0.15), q
+    assert ln.min() > 0
+    _moments(ln.log(), 0.5, 0.25)
+    assert geo.min() >= 1 and bool((geo == geo.round()).all())
+    _moments(geo, 1 / 0.3, (0.7 ** 0.5) / 0.3)
+
+
+def test_rrelu_eval_matches_and_training_draws_slopes() -> None:
+    x = torch.linspace(-4, 4, N)
+
+    def rrelu(training: bool) -> Fn:
+        return Fn(lambda x: torch.nn.functional.rrelu(x, 0.1, 0.3, training=training))
+
+    eval_program = onnxport.export(rrelu(False), (x,))
+    torch.testing.assert_close(eval_program(x)[0], rrelu(False)(x))
+    train_program = onnxport.export(rrelu(True), (x,))
+    y = train_program(x)[0]
+    positive = x >= 0
+    torch.testing.assert_close(y[positive], x[positive])
+    slopes = y[~positive & (x < -0.1)] / x[~positive & (x < -0.1)]
+    assert slopes.min() >= 0.1 - 1e-6 and slopes.max() <= 0.3 + 1e-6
+    _moments(slopes, 0.2, 0.2 / 12 ** 0.5)
+
+
 # -- dropout in training mode ----------------------------------------------------------------
 @pytest.mark.parametrize("p", [0.2, 0.5])
 def test_dropout_training_mask_and_scale(p: float) -> None:

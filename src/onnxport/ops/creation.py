@@ -63,6 +63,15 @@ def aten_empty_strided(g: GraphBuilder, size: Sequence[Any], stride: Sequence[An
     return _filled(g, int_list(g, size), 0, g.out_dtype())
 
 
+@register(aten.empty_permuted.default)
+def aten_empty_permuted(g: GraphBuilder, size: Sequence[Any], physical_layout: Sequence[int], *,
+                        dtype: Any = None, layout: Any = None, device: Any = None,
+                        pin_memory: Any = None) -> Tensor:
+    """empty_permuted(SymInt[] size, int[] physical_layout, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""  # noqa: E501
+    # The layout only orders memory; ONNX tensors have none.
+    return _filled(g, int_list(g, size), 0, g.out_dtype())
+
+
 @register(aten.full_like.default)
 def aten_full_like(g: GraphBuilder, self: Tensor, fill_value: Any, *, dtype: Any = None,
                    layout: Any = None, device: Any = None, pin_memory: Any = None,

@@ -255,6 +255,66 @@ def aten_exponential(g: GraphBuilder, self: Tensor, lambd: float = 1.0, *,
     return cast(g, g.op("Div", neg_log, g.const(float(lambd), dtype)), out)
 
 
+def _uniform_open(g: GraphBuilder, like: Tensor, dtype: ir.DataType) -> Tensor:
+    """U(0, 1) samples shaped like `like`, excluding 0 (1 - U for U in [0, 1))."""
+    return g.op("Sub", g.const(1.0, dtype), cast(g, _draw_like(g, "Uniform", like, dtype), dtype))
+
+
+@register(aten.cauchy.default)
+def aten_cauchy(g: GraphBuilder, self: Tensor, median: float = 0.0, sigma: float = 1.0, *,
+                generator: Any = None) -> Tensor:
+    """cauchy(Tensor self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor"""
+    out = g.out_dtype()
+    dtype = _compute(out)
+    # Inverse CDF: median + sigma * tan(pi * (U - 1/2)).
+    centred = g.op("Sub", _uniform_open(g, self, dtype), g.const(0.5, dtype))
+    tan = g.op("Tan", g.op("Mul", centred, g.const(math.pi, dtype)))
+    return cast(g, g.op("Add", g.op("Mul", tan, g.const(float(sigma), dtype)),
+                        g.const(float(median), dtype)), out)
+
+
+@register(aten.log_normal.default)
+def aten_log_normal(g: GraphBuilder, self: Tensor, mean: float = 1.0, std: float = 2.0, *,
+                    generator: Any = None) -> Tensor:
+    """log_normal(Tensor self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor"""
+    out = g.out_dtype()
+    dtype = _compute(out)
+    noise = cast(g, _draw_like(g, "Normal", self, dtype), dtype)
+    normal = g.op("Add", g.op("Mul", noise, g.const(float(std), dtype)), g.const(float(mean), dtype))
+    return cast(g, g.op("Exp", normal), out)
+
+
+@register(aten.geometric.default)
+def aten_geometric(g: GraphBuilder, self: Tensor, p: float, *, generator: Any = None) -> Tensor:
+    """geometric(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
+    out = g.out_dtype()
+    dtype = _compute(out)
+    # Trials until the first success, support {1, 2, ...}: ceil(log(U) / log(1 - p)).
+    log_u = g.op("Log", _uniform_open(g, self, dtype))
+    trials = g.op("Ceil", g.op("Div", log_u, g.const(math.log1p(-float(p)), dtype)))
+    return cast(g, g.op("Max", trials, g.const(1.0, dtype)), out)
+
+
+@register(aten.rrelu_with_noise_functional.default)
+def aten_rrelu_with_noise_functional(g: GraphBuilder, self: Tensor, noise: Tensor,
+                                     lower: float = 0.125, upper: float = 1.0 / 3.0,
+                                     training: bool = False,
+                                     generator: Any = None) -> tuple[Tensor, Tensor]:
+    """rrelu_with_noise_functional(Tensor self, Tensor noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> (Tensor, Tensor noise_out)"""  # noqa: E501
+    dtype = _compute(self.dtype)
+    x = cast(g, self, dtype)
+    positive = g.op("GreaterOrEqual", x, g.const(0.0, dtype))
+    if not training:
+        slope = g.const((float(lower) + float(upper)) / 2, dtype)
+        return cast(g, g.op("Where", positive, x, g.op("Mul", x, slope)), self.dtype), noise
+    # Training: a slope drawn from U(lower, upper) per negative element; noise records it.
+    sample = cast(g, _draw_like(g, "Uniform", self, dtype), dtype)
+    slope = g.op("Add", g.op("Mul", sample, g.const(float(upper) - float(lower), dtype)),
+                 g.const(float(lower), dtype))
+    slope = g.op("Where", positive, g.const(1.0, dtype), slope)
+    return (cast(g, g.op("Mul", x, slope), self.dtype), cast(g, slope, noise.dtype))
+
+
 @register(aten.multinomial.default)
 def aten_multinomial(g: GraphBuilder, self: Tensor, num_samples: Any, replacement: bool = False, *,
                      generator: Any = None) -> Tensor:
