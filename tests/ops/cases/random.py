@@ -38,6 +38,8 @@ CASES = [
     OpTest("nn.functional.alpha_dropout", covers=(aten.alpha_dropout.default,), dtypes=FLOATS),
     OpTest("nn.functional.feature_alpha_dropout", variant="with_train",
            covers=(aten.feature_alpha_dropout.default,), dtypes=FLOATS),
+    OpTest("nn.functional.fractional_max_pool2d", covers=(aten.fractional_max_pool2d.default,)),
+    OpTest("nn.functional.fractional_max_pool3d", covers=(aten.fractional_max_pool3d.default,)),
     OpTest("empty", covers=(aten.empty.memory_format,), dtypes=ALL),
     OpTest("empty_like", covers=(aten.empty_like.default,), dtypes=ALL),
     OpTest("empty_strided", covers=(aten.empty_strided.default,), dtypes=ALL),
