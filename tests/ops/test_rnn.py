@@ -110,10 +110,6 @@ def test_dynamic_batch(kind: str, config: str) -> None:
     _check_dynamic(kind, config, dynamic_sequence=False)
 
 
-@pytest.mark.xfail(strict=True, raises=onnxport.errors.CaptureError, reason=(
-    "torch.export specializes the sequence length: the fake-tensor propagation of aten.lstm/gru/"
-    "rnn_*.input runs torch._decomp's rnn decomposition, which unbinds the input per time step "
-    "(one_layer_rnn/one_layer_lstm); the ONNX graph itself has no such limit"))
 @pytest.mark.parametrize("kind", KINDS)
 def test_dynamic_sequence(kind: str) -> None:
     _check_dynamic(kind, "plain", dynamic_sequence=True)

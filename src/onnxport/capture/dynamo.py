@@ -19,6 +19,7 @@ import torch
 from onnxport.capture.captured import Captured
 from onnxport.capture.decompose import decompose_node, decomposition_for
 from onnxport.capture.inplace import effective_target
+from onnxport.capture.rnn import loop_shaped_rnns
 from onnxport.errors import CaptureAttempt, CaptureError
 
 logger = logging.getLogger(__name__)
@@ -79,10 +80,11 @@ def capture(
         for name in strategies:
             t0 = time.perf_counter()
             try:
-                program = torch.export.export(
-                    module, tuple(args), kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
-                    strict=(name == "strict"),
-                )
+                with loop_shaped_rnns():
+                    program = torch.export.export(
+                        module, tuple(args), kwargs=kwargs or None,
+                        dynamic_shapes=dynamic_shapes, strict=(name == "strict"),
+                    )
             except Exception as e:  # noqa: BLE001  (every failure is recorded and reported)
                 attempts.append(CaptureAttempt(name, e, time.perf_counter() - t0))
                 logger.info("capture strategy %s failed: %s", name, e)
