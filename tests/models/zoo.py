@@ -370,6 +370,50 @@ def wav2vec2() -> torch.nn.Module:
 
 
 
+# -- torch.nn builtins -----------------------------------------------------------------------
+
+FEATURES = 16
+
+
+class SequenceModel(torch.nn.Module):
+    """A torch.nn sequence layer over `x` (batch, sequence, features), returning its outputs."""
+
+    def __init__(self, layer: torch.nn.Module, kind: str) -> None:
+        super().__init__()
+        self.layer, self.kind = layer, kind
+
+    def forward(self, x: torch.Tensor) -> Any:
+        if self.kind == "attention":
+            return self.layer(x, x, x, need_weights=True)
+        return self.layer(x)
+
+
+def lstm() -> torch.nn.Module:
+    layer = torch.nn.LSTM(FEATURES, 24, num_layers=2, bidirectional=True, batch_first=True)
+    return _eval(SequenceModel(layer, "rnn"))
+
+
+def gru() -> torch.nn.Module:
+    layer = torch.nn.GRU(FEATURES, 24, num_layers=2, bidirectional=True, batch_first=True)
+    return _eval(SequenceModel(layer, "rnn"))
+
+
+def transformer_encoder() -> torch.nn.Module:
+    block = torch.nn.TransformerEncoderLayer(FEATURES, 4, 32, dropout=0.0, batch_first=True)
+    return _eval(SequenceModel(torch.nn.TransformerEncoder(block, 2, enable_nested_tensor=False),
+                               "encoder"))
+
+
+def multihead_attention() -> torch.nn.Module:
+    layer = torch.nn.MultiheadAttention(FEATURES, 4, batch_first=True)
+    return _eval(SequenceModel(layer, "attention"))
+
+
+def _sequence_entry(name: str, factory: Callable[[], torch.nn.Module]) -> ZooModel:
+    return ZooModel(name, factory, lambda: {"x": torch.randn(BATCH, SEQ, FEATURES)},
+                    {"x": {0: batch, 1: seq}}, lambda: {"x": torch.randn(BATCH2, SEQ2, FEATURES)})
+
+
 ZOO: list[ZooModel] = [
     # encoders
     _text_entry("bert", bert),
@@ -420,6 +464,11 @@ ZOO: list[ZooModel] = [
     ZooModel("wav2vec2", wav2vec2, lambda: {"input_values": torch.randn(BATCH, 400)},
              {"input_values": {0: batch, 1: Dim.AUTO}},
              lambda: {"input_values": torch.randn(BATCH2, 560)}),
+    # torch.nn builtins: LSTM/GRU export as ONNX LSTM/GRU nodes
+    _sequence_entry("nn_lstm", lstm),
+    _sequence_entry("nn_gru", gru),
+    _sequence_entry("nn_transformer_encoder", transformer_encoder),
+    _sequence_entry("nn_multihead_attention", multihead_attention),
 ]
 
 BY_NAME = {m.name: m for m in ZOO}

@@ -7,6 +7,7 @@ re-trace of the whole program costs as much as the capture itself.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import re
@@ -80,7 +81,8 @@ def capture(
         for name in strategies:
             t0 = time.perf_counter()
             try:
-                with loop_shaped_rnns():
+                # Static shapes need no loop-shaped RNN kernels (the stock ones are cheaper).
+                with loop_shaped_rnns() if dynamic_shapes is not None else contextlib.nullcontext():
                     program = torch.export.export(
                         module, tuple(args), kwargs=kwargs or None,
                         dynamic_shapes=dynamic_shapes, strict=(name == "strict"),

@@ -72,7 +72,6 @@ def _rnn_kernel(activation: Callable[[torch.Tensor], torch.Tensor]) -> Callable[
 def _cia_kernel(op: Any, kernel: Callable[..., Any]) -> Iterator[None]:
     previous = op.py_kernels.get(_CIA)
     op.py_kernels[_CIA] = kernel
-    op._dispatch_cache.clear()
     try:
         yield
     finally:
@@ -80,16 +79,24 @@ def _cia_kernel(op: Any, kernel: Callable[..., Any]) -> Iterator[None]:
             op.py_kernels.pop(_CIA, None)
         else:
             op.py_kernels[_CIA] = previous
-        op._dispatch_cache.clear()
 
 
 @contextlib.contextmanager
 def loop_shaped_rnns() -> Iterator[None]:
     """Within this context, capturing an RNN keeps its sequence length symbolic."""
     aten = torch.ops.aten
+    ops = (aten.lstm.input, aten.gru.input, aten.rnn_tanh.input, aten.rnn_relu.input)
     with contextlib.ExitStack() as stack:
+        # The dispatcher caches the kernel it picked for an op: drop it on entry and on exit.
+        stack.callback(_forget_kernels, ops)
         stack.enter_context(register_lstm_while_loop_decomposition())
         stack.enter_context(register_gru_while_loop_decomposition())
         stack.enter_context(_cia_kernel(aten.rnn_tanh.input, _rnn_kernel(torch.tanh)))
         stack.enter_context(_cia_kernel(aten.rnn_relu.input, _rnn_kernel(torch.relu)))
+        _forget_kernels(ops)
         yield
+
+
+def _forget_kernels(ops: tuple[Any, ...]) -> None:
+    for op in ops:
+        op._dispatch_cache.clear()
