@@ -20,6 +20,7 @@ import torch
 from onnxport.capture.captured import Captured
 from onnxport.capture.decompose import decompose_node, decomposition_for
 from onnxport.capture.inplace import effective_target
+from onnxport.capture.kernels import capture_kernels
 from onnxport.capture.rnn import loop_shaped_rnns
 from onnxport.errors import CaptureAttempt, CaptureError
 
@@ -82,7 +83,8 @@ def capture(
             t0 = time.perf_counter()
             try:
                 # Static shapes need no loop-shaped RNN kernels (the stock ones are cheaper).
-                with loop_shaped_rnns() if dynamic_shapes is not None else contextlib.nullcontext():
+                rnns = loop_shaped_rnns() if dynamic_shapes is not None else contextlib.nullcontext()
+                with capture_kernels(), rnns:
                     program = torch.export.export(
                         module, tuple(args), kwargs=kwargs or None,
                         dynamic_shapes=dynamic_shapes, strict=(name == "strict"),
