@@ -43,9 +43,7 @@ CASES += [
     OpTest("dist", covers=(aten.dist.default,), dtypes=(torch.float32, torch.float16)),
     OpTest("cross", covers=(), dtypes=F32_I64),
     OpTest("linalg.cross", covers=(), dtypes=F32_I64),
-    OpTest("linalg.matrix_norm", covers=())
-    .xfail(when=lambda s: s.args and s.args[0] in ("nuc", 2, -2),
-           reason="nuclear and spectral norms need an SVD, which ONNX lacks"),
+    OpTest("linalg.matrix_norm", covers=()),
     OpTest("trace", covers=(), dtypes=F32_I64),
     OpTest("heaviside", covers=(), dtypes=(*F32_I64, torch.bool)),
     OpTest("logaddexp", covers=()),
@@ -53,9 +51,7 @@ CASES += [
     # sampling.py
     OpTest("cdist", covers=(aten.cdist.default, aten._cdist_forward.default)),
     OpTest("nn.functional.pdist", covers=(aten.pdist.default, aten._pdist_forward.default)),
-    OpTest("nn.functional.grid_sample", covers=(aten.grid_sampler.default,))
-    .xfail(when=lambda s: s.input.dim() == 5,
-           reason="5-D (volumetric) GridSample needs opset 20; the op tests run at opset 18"),
+    OpTest("nn.functional.grid_sample", covers=(aten.grid_sampler.default,)),
     OpTest("grid_sampler_2d", covers=(aten.grid_sampler_2d.default,)),
     OpTest("nn.functional.embedding_bag",
            covers=(aten.embedding_bag.padding_idx, aten.embedding_bag.default,
