@@ -11,6 +11,7 @@ import onnx_ir as ir
 from onnxport.errors import TranslationError
 from onnxport.ops._helpers import cast, rank
 from onnxport.ops.indexing import aten_meshgrid_indexing
+from onnxport.ops.linalg_solve import LUFactors, lu_determinant, lu_solve, matrix_size
 from onnxport.translate import GraphBuilder, Tensor, aten, register
 
 
@@ -54,6 +55,27 @@ def aten_baddbmm(g: GraphBuilder, self: Tensor, batch1: Tensor, batch2: Tensor, 
                  alpha: float = 1) -> Tensor:
     """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     out = g.op("MatMul", batch1, batch2)
+    if alpha != 1:
+        out = g.op("Mul", out, g.const(alpha, like=out))
+    # torch ignores `self` when beta == 0, so NaN/inf in it must not reach the output.
+    if beta == 0:
+        return out
+    bias = self if beta == 1 else g.op("Mul", self, g.const(beta, like=self))
+    return g.op("Add", bias, out)
+
+
+@register(aten.addbmm.default)
+def aten_addbmm(g: GraphBuilder, self: Tensor, batch1: Tensor, batch2: Tensor, *, beta: float = 1,
+                alpha: float = 1) -> Tensor:
+    """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    # sum_b batch1[b] @ batch2[b] is one product over the concatenated inner dimension,
+    # (n, b*m) @ (b*m, p). Reshape's 0 copies the dim at the same position (n for the left
+    # side); -1 takes b*m, which is also right for an empty batch while n and p are not 0.
+    i64 = ir.DataType.INT64
+    lhs = g.op("Reshape", g.op("Transpose", batch1, perm=[1, 0, 2]), g.const([0, -1], i64))
+    rhs = g.op("Reshape", batch2, g.op("Concat", g.const([-1], i64),
+                                       g.op("Shape", batch2, start=2), axis=0))
+    out = g.op("MatMul", lhs, rhs)
     if alpha != 1:
         out = g.op("Mul", out, g.const(alpha, like=out))
     # torch ignores `self` when beta == 0, so NaN/inf in it must not reach the output.
@@ -110,11 +132,6 @@ def aten_einsum(g: GraphBuilder, equation: str, tensors: Sequence[Tensor], *,
     return cast(g, out, out_dtype)
 
 
-def _det_dtype(dtype: ir.DataType | None) -> ir.DataType:
-    # ONNX Runtime's Det kernel covers float and double.
-    return ir.DataType.DOUBLE if dtype == ir.DataType.DOUBLE else _F32
-
-
 @register(aten.linalg_det.default, aten.det.default)
 def aten_linalg_det(g: GraphBuilder, A: Tensor) -> Tensor:
     """linalg_det(Tensor A) -> Tensor"""
@@ -124,7 +141,10 @@ def aten_linalg_det(g: GraphBuilder, A: Tensor) -> Tensor:
         # The determinant of a 0x0 matrix is 1; ONNX Det rejects empty matrices.
         batch = g.op("Shape", A, end=-2)
         return g.op("Expand", g.const(1.0, out_dtype), batch)
-    return cast(g, g.op("Det", cast(g, A, _det_dtype(out_dtype))), out_dtype)
+    if out_dtype == ir.DataType.DOUBLE:
+        # ONNX Runtime's Det kernel covers float only: double goes through an LU factorization.
+        return lu_determinant(g, A)
+    return cast(g, g.op("Det", cast(g, A, _F32)), out_dtype)
 
 
 def _p_norm(g: GraphBuilder, x: Tensor, p: float, axes: Sequence[int], keepdims: int = 0,
@@ -198,63 +218,28 @@ def aten_angle(g: GraphBuilder, self: Tensor) -> Tensor:
     return g.op("Where", g.op("IsNaN", x), x, out)
 
 
-def _inverse(g: GraphBuilder, A: Tensor) -> Tensor:
-    """A^-1 by Gauss-Jordan elimination with partial pivoting, unrolled over the static size.
-
-    Computed in double: float32 inputs then match LAPACK's float32 result to its own accuracy.
-    """
-    n = A.shape[-1] if A.shape is not None else None
-    if not isinstance(n, int):
-        raise TranslationError("matrix inverse needs a static matrix size")
-    if n > 32:
-        raise TranslationError(f"matrix inverse is unrolled per column; {n}x{n} is too large")
-    out_dtype = g.out_dtype(0)
-    if A.shape is not None and any(d == 0 for d in A.shape):
-        # No matrices (or 0x0 ones): the inverse is the same empty tensor.
-        return cast(g, A, out_dtype)
+def _inverse(g: GraphBuilder, A: Tensor) -> tuple[Tensor, Tensor]:
+    """A^-1 and LAPACK's info, as ATen's linalg_inv_ex: linalg_solve_ex(A, I), that is an LU
+    factorization with partial pivoting (linalg_solve.py) and two triangular solves."""
+    n = matrix_size(A, -1, "matrix inverse")
     f64 = ir.DataType.DOUBLE
-    a = cast(g, A, f64)
-    # Broadcasting by Add rather than Expand: ONNX Runtime's Expand rejects an empty batch.
-    zeros = g.op("ConstantOfShape", g.op("Shape", a), value=ir.tensor(np.zeros(1)))
-    eye = g.op("Add", zeros, g.const(np.eye(n), f64))
-    aug = g.op("Concat", a, eye, axis=-1)                                  # [..., n, 2n]
-    rows = g.const(np.arange(n, dtype=np.int64), _I64)                      # [n]
-    index_zeros = g.op("ConstantOfShape", g.op("Shape", aug),
-                       value=ir.tensor(np.zeros(1, dtype=np.int64)))
-    for k in range(n):
-        column = g.op("Slice", aug, g.const([k, k], _I64), g.const([n, k + 1], _I64),
-                      g.const([-2, -1], _I64))                              # [..., n-k, 1]
-        pivot = g.op("Add", g.op("ArgMax", g.op("Abs", column), axis=-2, keepdims=0),
-                     g.const(k, _I64))                                       # [..., 1]
-        perm = g.op("Where", g.op("Equal", rows, g.const(k, _I64)), pivot,
-                    g.op("Where", g.op("Equal", rows, pivot), g.const(k, _I64), rows))
-        perm = g.op("Add", g.op("Unsqueeze", perm, g.const([-1], _I64)), index_zeros)
-        aug = g.op("GatherElements", aug, perm, axis=-2)
-        row = g.op("Slice", aug, g.const([k], _I64), g.const([k + 1], _I64), g.const([-2], _I64))
-        row = g.op("Div", row, g.op("Slice", row, g.const([k], _I64), g.const([k + 1], _I64),
-                                    g.const([-1], _I64)))
-        factor = g.op("Slice", aug, g.const([k], _I64), g.const([k + 1], _I64),
-                      g.const([-1], _I64))                                   # [..., n, 1]
-        eliminated = g.op("Sub", aug, g.op("Mul", factor, row))
-        is_pivot_row = g.const(np.arange(n).reshape(n, 1) == k)
-        aug = g.op("Where", is_pivot_row, row, eliminated)
-    inverse = g.op("Slice", aug, g.const([n], _I64), g.const([2 * n], _I64), g.const([-1], _I64))
-    return cast(g, inverse, out_dtype)
+    factors = LUFactors(g, cast(g, A, f64), n, n)
+    inverse = lu_solve(g, factors.lu, factors.perm, g.const(np.eye(n), f64), n, (rank(A), 2),
+                       left=True, adjoint=False)
+    return cast(g, inverse, g.out_dtype(0)), factors.info(g, A)
 
 
 @register(aten.linalg_inv.default)
 def aten_linalg_inv(g: GraphBuilder, A: Tensor) -> Tensor:
     """linalg_inv(Tensor A) -> Tensor"""
-    return _inverse(g, A)
+    return _inverse(g, A)[0]
 
 
 @register(aten.linalg_inv_ex.default)
 def aten_linalg_inv_ex(g: GraphBuilder, A: Tensor, *,
                        check_errors: bool = False) -> tuple[Tensor, Tensor]:
     """linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
-    # info reports singular matrices; the ONNX model cannot detect them and reports 0.
-    batch = g.op("Shape", A, start=0, end=-2)
-    return _inverse(g, A), g.op("Expand", g.const(0, ir.DataType.INT32), batch)
+    return _inverse(g, A)
 
 
 @register(aten._linalg_check_errors.default)
