@@ -27,6 +27,7 @@ from onnxport.errors import OnnxExporterError
 if TYPE_CHECKING:
     import onnxruntime as ort
 
+_COMPLEX_OUTPUTS = "pkg.onnxport.complex_outputs"
 _TWO_GB = 2 * 1024**3
 # Protobuf cannot hold a message of 2 GiB; leave room for the graph itself.
 _EXTERNAL_THRESHOLD = _TWO_GB - 64 * 1024**2
@@ -77,6 +78,13 @@ def _ort_session_initializer(model: str | bytes, options: ONNXRuntimeOptions | N
 
 class ONNXProgram:
     """An exported ONNX model that can be saved, inspected and run with torch tensors.
+
+    Complex tensors: ONNX Runtime has no complex kernels, so a complex64 (complex128) input or
+    output of shape S is a float32 (float64) tensor of shape S + [2] in the ONNX model (real,
+    imaginary in the last axis, the layout of ONNX's DFT). The model lists them by position in
+    its `metadata_props` (`pkg.onnxport.complex_inputs`, `pkg.onnxport.complex_outputs`,
+    comma-separated indices); calling the program takes and returns complex torch tensors,
+    converted with `torch.view_as_real` and `torch.view_as_complex`.
 
     Example:
         >>> import torch, onnxport
@@ -197,6 +205,9 @@ class ONNXProgram:
             if value is None:
                 continue
             tensor = tensor.detach()
+            if tensor.is_complex():
+                # Complex weights are stored as real (..., 2) pairs (see ONNXProgram).
+                tensor = torch.view_as_real(tensor.resolve_conj())
             expected = value.shape
             if expected is not None and tuple(expected) != tuple(tensor.shape):
                 raise OnnxExporterError(
@@ -267,8 +278,18 @@ class ONNXProgram:
                 f"the model takes {len(input_names)} tensor inputs ({', '.join(input_names)}), "
                 f"got {len(tensors)}")
         feed = {name: _to_numpy(t) for name, t in zip(input_names, tensors)}
-        outputs = self._session.run(None, feed)
-        return [_from_numpy(o) for o in outputs]
+        if _has_bfloat16(self._session):
+            outputs = _run_with_bfloat16(self._session, feed)
+        else:
+            outputs = [_from_numpy(o) for o in self._session.run(None, feed)]
+        for index in self._complex_indices(_COMPLEX_OUTPUTS):
+            outputs[index] = _complex_from_pairs(outputs[index])
+        return outputs
+
+    def _complex_indices(self, key: str) -> list[int]:
+        """Positions of the inputs or outputs that carry complex tensors as real pairs."""
+        listed = self.model.metadata_props.get(key, "")
+        return [int(i) for i in listed.split(",") if i]
 
     def flatten_inputs(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
         """The tensor leaves of (args, kwargs), in the order of the graph inputs."""
@@ -287,13 +308,56 @@ class ONNXProgram:
 
 def _to_numpy(t: Any) -> np.ndarray:
     if isinstance(t, np.ndarray):
-        return t
+        return np.stack([t.real, t.imag], axis=-1) if t.dtype.kind == "c" else t
     t = t.detach().cpu()
+    if t.is_complex():
+        # The model takes complex inputs as real (..., 2) pairs (see ONNXProgram).
+        t = torch.view_as_real(t.resolve_conj())
     if t.dtype == torch.bfloat16:
         import ml_dtypes
 
         return t.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
     return t.numpy()
+
+
+def _complex_from_pairs(t: torch.Tensor) -> torch.Tensor:
+    """The complex tensor whose real (..., 2) pairs `t` holds."""
+    if t.numel() == 0:
+        # view_as_complex wants a unit stride, which an empty array need not have.
+        dtype = torch.complex128 if t.dtype == torch.float64 else torch.complex64
+        return torch.zeros(t.shape[:-1], dtype=dtype)
+    return torch.view_as_complex(t.contiguous())
+
+
+_BFLOAT16 = "tensor(bfloat16)"
+
+
+def _has_bfloat16(session: ort.InferenceSession) -> bool:
+    """Whether a graph input or output is bfloat16, which numpy (and so `run`) cannot hold."""
+    return any(v.type == _BFLOAT16 for v in (*session.get_inputs(), *session.get_outputs()))
+
+
+def _run_with_bfloat16(session: ort.InferenceSession, feed: dict[str, np.ndarray]) -> list[Any]:
+    """`session.run` through OrtValues: bfloat16 goes in as its raw 16-bit patterns and comes
+    out through DLPack, as ONNX Runtime's numpy conversion has no bfloat16."""
+    import onnxruntime as ort
+
+    values = {}
+    for name, array in feed.items():
+        # (np.ascontiguousarray would make a 0-d array 1-d)
+        array = np.require(array, requirements="C")
+        if array.dtype.name == "bfloat16":
+            values[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                array.view(np.uint16), int(ir.DataType.BFLOAT16))
+        else:
+            values[name] = ort.OrtValue.ortvalue_from_numpy(array)
+    outputs: list[Any] = []
+    for value in session.run_with_ort_values(None, values):
+        if value.is_tensor() and value.data_type() == _BFLOAT16:
+            outputs.append(torch.from_dlpack(value).clone())
+        else:
+            outputs.append(_from_numpy(value.numpy()))
+    return outputs
 
 
 def _from_numpy(a: Any) -> torch.Tensor:

@@ -27,12 +27,7 @@ OPSET = 18
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 A = torch.ops.aten
 
-UNTRANSLATABLE: dict[str, str] = {
-    "aten._fft_r2c.default": "complex output: ONNX DFT yields real (..., 2) pairs and the op "
-                             "library has no complex-as-pairs representation yet",
-    "aten._fft_c2r.default": "complex input: ONNX Runtime has no complex64 kernels to feed DFT, "
-                             "and the op library has no complex-as-pairs representation yet",
-}
+UNTRANSLATABLE: dict[str, str] = {}
 
 _HERE = "tests/ops/test_core_coverage.py"
 _ELEMENTWISE = "tests/ops/test_elementwise_edge.py::test_explicit_overloads_are_dispatched"

@@ -22,6 +22,7 @@ import torch
 
 from onnxport import _dtypes
 from onnxport.translate import folding
+from onnxport.translate.complex import mark_complex
 
 Tensor = ir.Value
 
@@ -175,11 +176,15 @@ class GraphBuilder:
         """A constant value; `like` gives it the dtype of another value."""
         if dtype is None and like is not None:
             dtype = like.dtype
+        is_complex = _is_complex_data(value)
+        if is_complex:
+            # ONNX Runtime has no complex kernels: complex data is carried as real pairs.
+            value = _real_pairs(value)
         array = _to_array(value, dtype)
         cacheable = array.size <= 16
         key: tuple[Any, ...] = ()
         if cacheable:
-            key = (array.dtype.str, array.shape, array.tobytes())
+            key = (array.dtype.str, array.shape, array.tobytes(), is_complex)
             hit = self._const_cache.get(key)
             if hit is not None:
                 return hit
@@ -197,6 +202,8 @@ class GraphBuilder:
         out.const_value = tensor
         out.dtype = tensor.dtype
         out.shape = ir.Shape(array.shape)
+        if is_complex:
+            mark_complex(out)
         self.graph.append(node)
         if cacheable:
             self._const_cache[key] = out
@@ -240,6 +247,24 @@ def _first_typed(inputs: Sequence[Any]) -> ir.Value | None:
 
 def _all_int(xs: Sequence[Any]) -> bool:
     return all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in xs)
+
+
+def _is_complex_data(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.is_complex()
+    if isinstance(value, ir.TensorProtocol):
+        return value.dtype in (ir.DataType.COMPLEX64, ir.DataType.COMPLEX128)
+    return np.asarray(value).dtype.kind == "c"
+
+
+def _real_pairs(value: Any) -> Any:
+    """Complex data as real (..., 2) pairs: a torch tensor stays a tensor (keeps float64)."""
+    if isinstance(value, torch.Tensor):
+        return torch.view_as_real(value.detach().cpu().resolve_conj()).contiguous()
+    array = value.numpy() if isinstance(value, ir.TensorProtocol) else np.asarray(value)
+    pairs = np.ascontiguousarray(np.stack([array.real, array.imag], axis=-1))
+    # A Python complex number is weak like a float: float32 pairs unless a dtype is given.
+    return pairs.astype(np.float32) if isinstance(value, complex) else pairs
 
 
 def _to_array(value: Any, dtype: ir.DataType | None) -> np.ndarray:

@@ -7,6 +7,9 @@ The translator owns all node bookkeeping, so translations only build math:
   the module path and user source line as metadata;
 * output dtypes and shapes come from the FX metadata; where a translation's result has
   another dtype than PyTorch's (type promotion), a Cast is inserted here, once, for all ops;
+* complex tensors are real pairs (`complex.py`): a complex FX value becomes a float value of
+  shape S + [2], marked complex; nodes touching one are translated from the COMPLEX table;
+  the model lists its complex inputs and outputs in `pkg.onnxport.complex_inputs/_outputs`;
 * failures are re-raised with the node, target, module path and source line.
 """
 
@@ -28,11 +31,20 @@ from onnxport.capture.inplace import effective_target
 from onnxport.errors import MissingOp, OnnxExporterError, TranslationError, UnsupportedOperatorError
 from onnxport.translate.binding import bind
 from onnxport.translate.builder import GraphBuilder
+from onnxport.translate.complex import (
+    COMPLEX,
+    involves_complex,
+    mark_complex,
+    real_dtype,
+    unmark_complex,
+)
 from onnxport.translate.registry import Registry, target_name
 
 _META_SOURCE = "pkg.onnxport.source"
 _META_MODULE = "pkg.onnxport.module"
 _META_FX_NODE = "pkg.onnxport.fx_node"
+META_COMPLEX_INPUTS = "pkg.onnxport.complex_inputs"
+META_COMPLEX_OUTPUTS = "pkg.onnxport.complex_outputs"
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)(?:\n(?![ \t]*File ")[ \t]*(.*))?')
 
@@ -92,13 +104,21 @@ def find_missing(graph_module: torch.fx.GraphModule, registry: Registry, opset: 
         if node.op != "call_function":
             continue
         target = effective_target(node)
-        if registry.lookup(target, opset) is not None:
+        is_complex = _touches_complex(node)
+        if (COMPLEX if is_complex else registry).lookup(target, opset) is not None:
             continue
-        name = target_name(target)
+        name = target_name(target) + (" (complex)" if is_complex else "")
         if name not in missing:
             ctx = node_context(node)
             missing[name] = MissingOp(name, node.name, ctx.module_path, ctx.source)
     return list(missing.values())
+
+
+def _touches_complex(node: torch.fx.Node) -> bool:
+    """Whether an FX node reads or writes a complex tensor."""
+    if involves_complex(node_value(node)):
+        return True
+    return any(involves_complex(node_value(n)) for n in node.all_input_nodes)
 
 
 def unsupported_error(missing: Sequence[MissingOp], opset: int) -> UnsupportedOperatorError:
@@ -113,7 +133,8 @@ def unsupported_error(missing: Sequence[MissingOp], opset: int) -> UnsupportedOp
     return UnsupportedOperatorError(
         f"{len(missing)} {noun} no translation at opset {opset}:\n" + "\n".join(lines)
         + "\n  fix: register a translation, e.g. "
-        f"@onnxport.register({_qualified(missing[0].target)}) (docs/adding_an_op.md)",
+        f"@onnxport.register({_qualified(missing[0].target.removesuffix(' (complex)'))}) "
+        "(docs/adding_an_op.md)",
         list(missing),
     )
 
@@ -147,6 +168,7 @@ class Translator:
         self.g = GraphBuilder(graph, opset, custom_opsets=dict(custom_opsets or {}))
         self.env: dict[torch.fx.Node, Any] = {}
         self._bound: set[int] = set()
+        self.model_metadata: dict[str, str] = {}
 
     def run(self) -> ir.Model:
         """Translate every node; return the model."""
@@ -171,8 +193,10 @@ class Translator:
         graph = self.g.graph
         for domain in sorted(self.g.used_domains):
             graph.opset_imports.setdefault(domain, self.g.custom_opsets.get(domain, 1))
-        return ir.Model(graph, ir_version=IR_VERSION, producer_name="onnxport",
-                        producer_version=_version(), functions=list(self.g.functions.values()))
+        model = ir.Model(graph, ir_version=IR_VERSION, producer_name="onnxport",
+                         producer_version=_version(), functions=list(self.g.functions.values()))
+        model.metadata_props.update(self.model_metadata)
+        return model
 
     # -- subgraphs -----------------------------------------------------------------------
     def inline(self, g: GraphBuilder, graph_module: torch.fx.GraphModule, inputs: Sequence[Any]
@@ -236,12 +260,17 @@ class Translator:
                 given = (self.input_dim_names.get(name) or self.input_dim_names.get(node.name)
                          or self.input_dim_names.get(f"#{index}"))
                 self._learn_dim_names(node_value(node), given, name, explicit=is_explicit)
-        for node, name in user_inputs:
+        complex_inputs = []
+        for index, (node, name) in enumerate(user_inputs):
             value = ir.Value(name=name)
             _set_type(value, node_value(node), self.dim_names)
+            if involves_complex(node_value(node)):
+                complex_inputs.append(str(index))
             self.g.reserve_name(name)
             self.g.graph.inputs.append(value)
             self._bind(node, value)
+        if complex_inputs:
+            self.model_metadata[META_COMPLEX_INPUTS] = ",".join(complex_inputs)
 
     def _learn_dim_names(self, val: Any, names: dict[int, str] | None, input_name: str, *,
                          explicit: bool) -> None:
@@ -262,7 +291,10 @@ class Translator:
         value = ir.Value(name=name)
         _set_type(value, val if tensor is None else tensor)
         if tensor is not None and not isinstance(tensor, torch._subclasses.FakeTensor):
-            value.const_value = TorchTensor(tensor.detach(), name=name)
+            data = tensor.detach()
+            if data.is_complex():
+                data = torch.view_as_real(data.resolve_conj())
+            value.const_value = TorchTensor(data, name=name)
         self.g.reserve_name(name)
         # Weights of a fake-mode export have no data yet (apply_weights attaches them).
         self.g.graph.initializers[name] = value
@@ -278,7 +310,8 @@ class Translator:
 
     def _translate_node(self, node: torch.fx.Node) -> None:
         target = effective_target(node)
-        translation = self.registry.lookup(target, self.opset)
+        table = COMPLEX if _touches_complex(node) else self.registry
+        translation = table.lookup(target, self.opset)
         assert translation is not None  # find_missing ran first
         ctx = node_context(node)
         g = self.g
@@ -351,6 +384,7 @@ class Translator:
         g.scope.name_prefix, g.scope.value_prefix, g.scope.metadata = "", "output", {}
         index = 0
         seen: set[int] = set()
+        complex_outputs: list[str] = []
         for spec, arg in zip(specs, flat):
             if spec.kind != kind.USER_OUTPUT:
                 continue
@@ -367,8 +401,12 @@ class Translator:
             seen.add(id(value))
             if index < len(self.output_names):
                 value.name = self._rename(value, self.output_names[index])
+            if isinstance(arg, torch.fx.Node) and involves_complex(node_value(arg)):
+                complex_outputs.append(str(index))
             g.graph.outputs.append(value)
             index += 1
+        if complex_outputs:
+            self.model_metadata[META_COMPLEX_OUTPUTS] = ",".join(complex_outputs)
 
     def _rename(self, value: ir.Value, name: str) -> str:
         if value.name == name:
@@ -409,8 +447,10 @@ def _with_context(error: OnnxExporterError, node: torch.fx.Node, ctx: NodeContex
 
 
 def _ir_dtype_of(val: Any) -> ir.DataType | None:
+    # Never a complex type: complex tensors are carried as real pairs (complex.py), so the
+    # automatic Cast in _finish_one can only ever target a real dtype.
     if isinstance(val, torch.Tensor):
-        return _dtypes.to_ir(val.dtype)
+        return _dtypes.to_ir(_real_dtype(val.dtype))
     if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
         return ir.DataType.INT64
     if isinstance(val, (torch.SymFloat, float)):
@@ -428,10 +468,24 @@ def dim_of(d: Any) -> int | str:
     return int(d)
 
 
+def _real_dtype(dtype: torch.dtype) -> torch.dtype:
+    try:
+        return real_dtype(dtype)
+    except ValueError as e:
+        raise TranslationError(str(e)) from e
+
+
 def _set_type(value: ir.Value, val: Any, dim_names: dict[str, str] | None = None) -> None:
     if isinstance(val, torch.Tensor):
-        value.dtype = _dtypes.to_ir(val.dtype)
-        value.shape = ir.Shape([_dim(d, dim_names) for d in val.shape])
+        value.dtype = _dtypes.to_ir(_real_dtype(val.dtype))
+        dims = [_dim(d, dim_names) for d in val.shape]
+        if val.dtype.is_complex:
+            # A complex tensor of shape S is carried as real pairs of shape S + [2].
+            dims.append(2)
+            mark_complex(value)
+        else:
+            unmark_complex(value)
+        value.shape = ir.Shape(dims)
         return
     dtype = _ir_dtype_of(val)
     if dtype is not None:
