@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import math
@@ -56,9 +57,19 @@ def test_adaptive_avg_pool_global_and_uneven() -> None:
     export_and_compare(Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 4))), (torch.randn(2, 3, 7, 5),))
 
 
-def test_adaptive_max_pool_uneven_is_a_clear_error() -> None:
-    with pytest.raises(onnxport.errors.TranslationError, match="does not divide|evenly"):
-        onnxport.export(Fn(lambda x: F.adaptive_max_pool2d(x, 3)), (torch.randn(1, 2, 7, 7),))
+@pytest.mark.parametrize("size,out", [((7, 7), 3), ((5, 9), (2, 4)), ((1, 6), (3, 4)),
+                                      ((6, 6), (None, 4))])
+def test_adaptive_max_pool2d_uneven_with_indices(size: tuple[int, int], out: Any) -> None:
+    m = Fn(lambda x: F.adaptive_max_pool2d(x, out, return_indices=True))
+    export_and_compare(m, (torch.randn(2, 3, *size),))
+
+
+def test_adaptive_max_pool_uneven_ties_keep_first_index() -> None:
+    """torch keeps the first maximum of a window; overlapping windows share positions."""
+    x = torch.tensor([[[1.0, 3.0, 3.0, 2.0, 3.0, 0.0, 3.0]]])
+    export_and_compare(Fn(lambda x: F.adaptive_max_pool1d(x, 4, return_indices=True)), (x,))
+    export_and_compare(Fn(lambda x: F.adaptive_max_pool3d(x, (2, 3, 2), return_indices=True)),
+                       (torch.randn(2, 5, 4, 5).round(),))
 
 
 # -- normalization ---------------------------------------------------------------------------
@@ -315,3 +326,131 @@ def test_vector_norm_inf_propagates_nan(ord: float) -> None:
     x = torch.tensor([[1.0, math.nan, -3.0], [2.0, -5.0, 1.0]])
     export_and_compare(Fn(lambda t: (torch.linalg.vector_norm(t, ord, dim=1),
                                      torch.linalg.vector_norm(t, ord))), (x,))
+
+
+# -- adaptive pooling, antialiased resize, 3-D grid sampling ---------------------------------
+
+def test_adaptive_avg_pool3d_uneven_empty_batch() -> None:
+    """ORT's fused Transpose+MatMul and a left-broadcast MatMul both fail on an empty batch."""
+    m = Fn(lambda x: F.adaptive_avg_pool3d(x, (2, 3, 4)))
+    export_and_compare(m, (torch.randn(0, 3, 5, 7, 6),))
+    export_and_compare(m, (torch.randn(2, 3, 5, 7, 6),))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("kwargs", [{"size": (5, 7)}, {"size": (20, 3), "align_corners": True},
+                                    {"scale_factor": 0.3}, {"scale_factor": (0.5, 2.5)}])
+def test_interpolate_antialias(mode: str, kwargs: dict[str, Any]) -> None:
+    m = Fn(lambda x: F.interpolate(x, mode=mode, antialias=True, **kwargs))
+    export_and_compare(m, (torch.randn(2, 3, 11, 9),))
+
+
+@pytest.mark.parametrize("opset", [18, 20])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+def test_grid_sample_3d(opset: int, mode: str, padding_mode: str) -> None:
+    grid = torch.rand(2, 3, 4, 2, 3) * 3 - 1.5
+    grid[0, 0, 0, 0] = torch.tensor([1.0, -1.0, 0.5])
+    for align_corners in (False, True):
+        m = Fn(functools.partial(F.grid_sample, mode=mode, padding_mode=padding_mode,
+                                 align_corners=align_corners))
+        export_and_compare(m, (torch.randn(2, 3, 4, 5, 6), grid), opset_version=opset)
+
+
+# -- bilinear, batch norm with update, losses ------------------------------------------------
+
+@pytest.mark.parametrize("shapes", [((4,), (5,)), ((0, 4), (0, 5)), ((2, 3, 4), (2, 3, 5))])
+def test_bilinear_shapes(shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+    m = Fn(lambda a, b, w, bias: F.bilinear(a, b, w, bias))
+    export_and_compare(m, (torch.randn(*shapes[0]), torch.randn(*shapes[1]),
+                           torch.randn(6, 4, 5), torch.randn(6)), rtol=1e-5, atol=1e-5)
+
+
+def test_trilinear_direct() -> None:
+    """aten._trilinear (what bilinear decomposes to) with expand and sum dims of its own."""
+    m = Fn(lambda a, b, c: torch.ops.aten._trilinear(a, b, c, [1, 3], [0], [1, 2], [2, 3]))
+    export_and_compare(m, (torch.randn(2, 3), torch.randn(4, 3, 5), torch.randn(2, 5)),
+                       rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_with_update_returns_running_stats() -> None:
+    def fn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, rm: torch.Tensor,
+           rv: torch.Tensor) -> Any:
+        rm, rv = rm.clone(), rv.clone()
+        out = torch.ops.aten._batch_norm_with_update(x, w, b, rm, rv, 0.1, 1e-5)
+        return out[0], out[1], out[2], rm, rv
+
+    args = (torch.randn(4, 3, 5) * 3 + 1, torch.randn(3), torch.randn(3), torch.randn(3),
+            torch.rand(3) + 0.5)
+    program = export_and_compare(Fn(fn), args, rtol=1e-5, atol=1e-5)
+    targets = {n.target for n in program.exported_program.graph.nodes if n.op == "call_function"}
+    assert torch.ops.aten._batch_norm_with_update_functional.default in targets
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"ignore_index": 2}, {"reduction": "sum"},
+                                    {"reduction": "none", "ignore_index": 0}])
+def test_nll_loss_weight_and_ignore_index(kwargs: dict[str, Any]) -> None:
+    """nll_loss's decomposition returns a namedtuple, which capture unwraps."""
+    m = Fn(lambda x, t, w: F.nll_loss(x, t, weight=w, **kwargs))
+    export_and_compare(m, (torch.randn(6, 4).log_softmax(1), torch.tensor([0, 2, 1, 2, 3, 0]),
+                           torch.rand(4)))
+    export_and_compare(m, (torch.randn(2, 4, 3, 3).log_softmax(1), torch.randint(0, 4, (2, 3, 3)),
+                           torch.rand(4)))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_linear_cross_entropy_chunked_weight_and_ignore_index(reduction: str) -> None:
+    options = torch.nn.LinearCrossEntropyOptions(batch_chunk_size=2)
+    m = Fn(lambda x, w, t, b, cw: F.linear_cross_entropy(
+        x, w, t, linear_bias=b, weight=cw, reduction=reduction, ignore_index=1, options=options))
+    args = (torch.randn(5, 3), torch.randn(4, 3), torch.tensor([0, 1, 3, 1, 2]), torch.randn(4),
+            torch.rand(4))
+    program = export_and_compare(m, args, rtol=1e-5, atol=1e-5)
+    targets = {str(n.target) for n in program.exported_program.graph.nodes}
+    assert any("_linear_cross_entropy_batch_chunked" in t for t in targets), targets
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("flags", [(True, True, True), (False, True, False)])
+def test_linear_cross_entropy_chunked_precomputed_gradients(reduction: str,
+                                                            flags: tuple[bool, ...]) -> None:
+    """With an input requiring grad at trace time, the op also returns the loss's gradients."""
+    import torch.nn.modules.linear_cross_entropy  # noqa: F401  (defines the torch_nn:: ops)
+
+    op = torch.ops.torch_nn._linear_cross_entropy_batch_chunked
+    m = Fn(functools.partial(_chunked_lce, op, reduction, flags))
+    args = (torch.randn(5, 3), torch.randn(4, 3), torch.tensor([0, 1, 3, 1, 2]), torch.randn(4),
+            torch.rand(4))
+    export_and_compare(m, args, rtol=1e-5, atol=1e-5)
+
+
+def _chunked_lce(op: Any, reduction: str, flags: tuple[bool, ...], x: torch.Tensor,
+                 w: torch.Tensor, t: torch.Tensor, b: torch.Tensor, cw: torch.Tensor) -> Any:
+    return op(x, w, t, b, cw, reduction, 1, 0.0, 2, "balanced", torch.float32, True, *flags)
+
+
+def test_linear_cross_entropy_chunked_with_module_parameters() -> None:
+    """A module's parameters require grad, so the traced op is asked for its gradients."""
+    class Head(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 4)
+
+        def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+            options = torch.nn.LinearCrossEntropyOptions(batch_chunk_size=2)
+            return F.linear_cross_entropy(x, self.lin.weight, t, linear_bias=self.lin.bias,
+                                          options=options)
+
+    export_and_compare(Head(), (torch.randn(5, 3), torch.tensor([0, 1, 3, 1, 2])),
+                       rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_no_update() -> None:
+    # (torch 2.13's CPU kernel crashes without running statistics, so only with them)
+    def fn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, rm: torch.Tensor,
+           rv: torch.Tensor) -> Any:
+        return torch.ops.aten._batch_norm_no_update(x, w, b, rm, rv, 0.1, 1e-5)[0]
+
+    args = (torch.randn(4, 3, 5), torch.randn(3), torch.randn(3), torch.randn(3),
+            torch.rand(3) + 0.5)
+    export_and_compare(Fn(fn), args, rtol=1e-5, atol=1e-5)

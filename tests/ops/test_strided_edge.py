@@ -179,3 +179,41 @@ def test_resize_growing_keeps_old_elements() -> None:
     (full,) = onnxport.export(Fn(fn), (x,))(x)
     assert full.shape == (4, 5)
     torch.testing.assert_close(full.flatten()[:12], (x * 2).flatten())
+
+
+# -- inputs that are views into a larger storage ---------------------------------------------
+
+def test_as_strided_of_a_view_input_counts_from_its_storage_offset() -> None:
+    """An explicit storage_offset is relative to the storage, not to the view's first element."""
+    base = torch.randn(20)
+    view = base[5:15]
+    _check(lambda x: torch.as_strided(x, (2, 3), (3, 1), 7), (view,), A.as_strided.default)
+    _check(lambda x: torch.as_strided(x, (2, 3), (1, 2)), (view,), A.as_strided.default)
+
+
+def test_as_strided_of_a_transposed_input() -> None:
+    """A non-contiguous input arrives as its elements in row-major order, not as its storage."""
+    x = torch.randn(4, 3).t()
+    _check(lambda x: torch.as_strided(x, (3, 2), (1, 4), 1), (x,), A.as_strided.default)
+
+
+def test_as_strided_outside_the_input_view_is_a_clear_error() -> None:
+    view = torch.randn(20)[5:15]
+    with pytest.raises(onnxport.errors.TranslationError, match="outside the elements"):
+        onnxport.export(Fn(lambda x: torch.as_strided(x, (2, 2), (1, 2), 0)), (view,))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_as_strided_scatter_dtypes_and_offset(dtype: torch.dtype) -> None:
+    x = torch.randn(3, 4).to(dtype)
+    src = torch.randn(2, 2).to(dtype)
+    _check(lambda x, s: torch.as_strided_scatter(x, s, (2, 2), (1, 4), 2), (x, src),
+           A.as_strided_scatter.default)
+
+
+def test_as_strided_scatter_keeps_self_strides() -> None:
+    """torch scatters into a clone of self that keeps self's (transposed) strides."""
+    x = torch.randn(4, 3).t()
+    src = torch.randn(2, 2)
+    _check(lambda x, s: torch.as_strided_scatter(x, s, (2, 2), (1, 2)), (x, src),
+           A.as_strided_scatter.default)

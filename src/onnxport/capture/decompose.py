@@ -73,6 +73,7 @@ def decompose_node(graph: torch.fx.Graph, node: torch.fx.Node,
         return False
     if any(n.op == "get_attr" for n in sub.graph.nodes):
         return False
+    _unwrap_namedtuples(sub.graph)
     output = next(n for n in sub.graph.nodes if n.op == "output").args[0]
     is_tuple = isinstance(output, (tuple, list))
     if is_tuple and any(u.target is not operator.getitem for u in node.users):
@@ -101,3 +102,31 @@ def decompose_node(graph: torch.fx.Graph, node: torch.fx.Node,
         node.replace_all_uses_with(result)
     graph.erase_node(node)
     return True
+
+
+def _unwrap_namedtuples(graph: torch.fx.Graph) -> None:
+    """Replace namedtuple constructions by plain tuples of their fields.
+
+    Decompositions wrapped in `out_wrapper` return `torch.return_types`-style namedtuples, and
+    torch.fx records building one as a `call_function` node on the namedtuple class, which no
+    translation (and no ATen schema) covers. Reads of its fields become direct uses.
+    """
+    for node in list(graph.nodes):
+        target = node.target
+        if node.op != "call_function" or not (isinstance(target, type) and issubclass(target, tuple)):
+            continue
+        fields = list(node.args) + [node.kwargs[f] for f in getattr(target, "_fields", ())[
+            len(node.args):] if f in node.kwargs]
+        for user in list(node.users):
+            if user.op == "call_function" and user.target is operator.getitem:
+                user.replace_all_uses_with(fields[user.args[1]])  # type: ignore[index]
+                graph.erase_node(user)
+            elif user.op == "output":
+                user.args = torch.fx.map_arg(user.args, _replacing(node, tuple(fields)))
+        if not node.users:
+            graph.erase_node(node)
+
+
+def _replacing(node: torch.fx.Node, fields: tuple[Any, ...]) -> Callable[[torch.fx.Node], Any]:
+    """For map_arg: `fields` in place of `node`, every other node kept."""
+    return lambda n: fields if n is node else n

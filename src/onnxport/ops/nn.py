@@ -1,4 +1,5 @@
-"""Neural-network layers: convolution, pooling, normalization, upsampling, padding, pixel shuffle.
+"""Neural-network layers: convolution, pooling, normalization, upsampling, padding, pixel shuffle,
+bilinear, 3-D grid sampling.
 
 ONNX Conv/Pool/Resize/normalization kernels in ONNX Runtime's CPU provider are float32 and
 float64 only (some have float16, not all): half-precision inputs are computed in float32 and
@@ -17,6 +18,7 @@ import onnx_ir as ir
 
 from onnxport.errors import TranslationError
 from onnxport.ops._helpers import cast, int_list, rank
+from onnxport.ops.linalg import _einsum_dtype
 from onnxport.translate import GraphBuilder, Tensor, aten, register
 
 _HALF = (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
@@ -332,6 +334,33 @@ def _adaptive_windows(g: GraphBuilder, self: Tensor, output_size: Any, n: int) -
     return [int(v) for v in sizes], [int(v) for v in outs]
 
 
+def _separable(g: GraphBuilder, x: Tensor, sizes: list[int], matrices: Sequence[np.ndarray | None],
+               compute: ir.DataType) -> Tensor:
+    """y[n, c, o_1, ..] = sum over i of x[n, c, i_1, ..] * M_1[i_1, o_1] * ..; a None M is identity.
+
+    The last axis is a MatMul; earlier axes are reshaped to (N, C, before, v, after) and
+    contracted by an Einsum: ORT fuses Transpose+MatMul into a FusedMatMul, and a MatMul whose
+    left operand broadcasts, that both fail on an empty batch ("cannot broadcast on dim 0").
+    """
+    n = len(sizes)
+    y = x
+    current = list(sizes)
+    for axis, matrix in enumerate(matrices):
+        if matrix is None:
+            continue
+        v, o = matrix.shape
+        if axis == n - 1:
+            y = g.op("MatMul", y, g.const(matrix, compute))
+        else:
+            before, after = math.prod(current[:axis]), math.prod(current[axis + 1:])
+            y = g.op("Reshape", y, g.const([0, 0, before, v, after], ir.DataType.INT64))
+            y = g.op("Einsum", g.const(matrix, compute), y, equation="vo,ncbva->ncboa")
+        current[axis] = o
+        if axis != n - 1:
+            y = g.op("Reshape", y, g.const([0, 0, *current], ir.DataType.INT64))
+    return y
+
+
 def _adaptive_avg_pool(g: GraphBuilder, self: Tensor, output_size: Any, n: int) -> Tensor:
     dtype = self.dtype
     assert dtype is not None
@@ -352,21 +381,15 @@ def _adaptive_avg_pool(g: GraphBuilder, self: Tensor, output_size: Any, n: int) 
             y = g.op("AveragePool", x, kernel_shape=kernel, strides=kernel)
         else:
             # torch's windows [floor(i*in/out), ceil((i+1)*in/out)) overlap and differ in size;
-            # the average is separable, so each axis is a MatMul with a constant averaging matrix.
-            y = x
-            r = n + 2
-            for axis, (v, o) in enumerate(zip(sizes, outs_i), start=2):
-                if v == o:
-                    continue
+            # the average is separable, so each axis is a product with a constant matrix.
+            matrices: list[np.ndarray | None] = []
+            for v, o in zip(sizes, outs_i):
                 matrix = np.zeros((v, o), dtype=np.float64)
                 for i in range(o):
                     start, end = (i * v) // o, -(-((i + 1) * v) // o)
                     matrix[start:end, i] = 1.0 / (end - start)
-                perm = list(range(r))
-                perm[axis], perm[-1] = perm[-1], perm[axis]
-                y = g.op("Transpose", y, perm=perm)
-                y = g.op("MatMul", y, g.const(matrix, compute))
-                y = g.op("Transpose", y, perm=perm)
+                matrices.append(None if v == o else matrix)
+            y = _separable(g, x, sizes, matrices, compute)
     return cast(g, _drop_batch(g, y, unbatched), dtype)
 
 
@@ -386,6 +409,47 @@ for _n, _target in ((2, aten._adaptive_avg_pool2d.default), (3, aten._adaptive_a
     register(_target)(_fn)
 
 
+def _adaptive_max_pool_windows(g: GraphBuilder, self: Tensor, sizes: list[int],
+                               outs: list[int]) -> tuple[Tensor, Tensor]:
+    """adaptive_max_pool for any sizes: each output's window gathered from the flattened plane.
+
+    torch's window for output i of an axis is [floor(i*in/out), ceil((i+1)*in/out)); windows
+    overlap and differ in size. Every window is gathered as `k` plane positions (k the largest
+    window), a short window repeating its last position, which changes neither the max nor
+    which position holds it first (ArgMax returns the first, as torch keeps the first max).
+    """
+    n = len(sizes)
+    axis_windows = []
+    for v, o in zip(sizes, outs):
+        starts = [(i * v) // o for i in range(o)]
+        ends = [-(-((i + 1) * v) // o) for i in range(o)]
+        k = max(e - s for s, e in zip(starts, ends))
+        axis_windows.append(np.minimum(np.asarray(starts)[:, None] + np.arange(k)[None, :],
+                                       np.asarray(ends)[:, None] - 1))
+    # positions[o_1, .., o_n, j_1, .., j_n]: the flat plane index of window element j.
+    strides = [math.prod(sizes[i + 1:]) for i in range(n)]
+    positions = np.zeros([*outs, *[w.shape[1] for w in axis_windows]], dtype=np.int64)
+    for i, (w, stride) in enumerate(zip(axis_windows, strides)):
+        shape = [1] * (2 * n)
+        shape[i], shape[n + i] = w.shape
+        positions = positions + (w * stride).reshape(shape)
+    k = math.prod(positions.shape[n:])
+    positions = positions.reshape(math.prod(outs), k)
+    dtype = self.dtype
+    assert dtype is not None
+    x, unbatched = _add_batch(g, self, n)
+    x = cast(g, x, _compute_dtype(self))
+    plane = g.op("Reshape", x, g.const([0, 0, -1], ir.DataType.INT64))
+    windows = g.op("Gather", plane, g.const(positions.reshape(-1), ir.DataType.INT64), axis=2)
+    windows = g.op("Reshape", windows, g.const([0, 0, *outs, k], ir.DataType.INT64))
+    y = g.op("ReduceMax", windows, g.const([-1], ir.DataType.INT64), keepdims=0)
+    j = g.op("ArgMax", windows, axis=-1, keepdims=0)
+    # the chosen window element's plane index: positions[output, j]
+    flat = g.op("Add", j, g.const(np.arange(math.prod(outs)).reshape(outs) * k, ir.DataType.INT64))
+    idx = g.op("Gather", g.const(positions.reshape(-1), ir.DataType.INT64), flat, axis=0)
+    return cast(g, _drop_batch(g, y, unbatched), dtype), _drop_batch(g, idx, unbatched)
+
+
 def _make_adaptive_max_pool(n: int) -> Any:
     def aten_adaptive_max_pool(g: GraphBuilder, self: Tensor,
                                output_size: Sequence[int]) -> tuple[Tensor, Tensor]:
@@ -393,9 +457,8 @@ def _make_adaptive_max_pool(n: int) -> Any:
         if windows is None:
             raise TranslationError("adaptive_max_pool with dynamic spatial sizes")
         sizes, outs = windows
-        if not all(v % o == 0 for v, o in zip(sizes, outs)):
-            raise TranslationError(
-                f"adaptive_max_pool from {sizes} to {outs}: only evenly dividing sizes map to MaxPool")
+        if not all(v % o == 0 for v, o in zip(sizes, outs)) or any(v == 0 for v in sizes):
+            return _adaptive_max_pool_windows(g, self, sizes, outs)
         kernel = [v // o for v, o in zip(sizes, outs)]
         return _max_pool(g, self, kernel, kernel, [0] * n, [1] * n, False, n, True)  # type: ignore[no-any-return]
 
@@ -454,10 +517,11 @@ def _batch_norm_eval(g: GraphBuilder, input: Tensor, weight: Tensor | None, bias
 
 
 def _batch_stats_norm(g: GraphBuilder, input: Tensor, weight: Tensor | None, bias: Tensor | None,
-                      axes: list[int], eps: float) -> tuple[Tensor, Tensor, Tensor]:
+                      axes: list[int], eps: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Normalize with the batch's own statistics over `axes` (biased variance, as torch).
 
-    Returns (normalized output in compute dtype, mean, 1/std), the last two with kept dims.
+    Returns (normalized output in compute dtype, mean, 1/std, variance), the last three with
+    kept dims.
     """
     compute = _compute_dtype(input)
     x = cast(g, input, compute)
@@ -469,16 +533,17 @@ def _batch_stats_norm(g: GraphBuilder, input: Tensor, weight: Tensor | None, bia
     var = g.op("ReduceMean", sq, axes_v, keepdims=1) if g.opset >= 18 else g.op(
         "ReduceMean", sq, axes=axes, keepdims=1)
     rstd = g.op("Reciprocal", g.op("Sqrt", g.op("Add", var, g.const(float(eps), compute))))
-    return g.op("Mul", diff, rstd), mean, rstd
+    return g.op("Mul", diff, rstd), mean, rstd, var
 
 
 def _batch_norm_train(g: GraphBuilder, input: Tensor, weight: Tensor | None, bias: Tensor | None,
-                      eps: float) -> tuple[Tensor, Tensor, Tensor]:
+                      eps: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(output, mean, 1/std, biased variance), the statistics per channel."""
     r = rank(input)
-    y, mean, rstd = _batch_stats_norm(g, input, weight, bias, [0, *range(2, r)], eps)
+    y, mean, rstd, var = _batch_stats_norm(g, input, weight, bias, [0, *range(2, r)], eps)
     y = _affine(g, y, weight, bias, r, _compute_dtype(input))
     flat = g.const([-1], ir.DataType.INT64)
-    return y, g.op("Reshape", mean, flat), g.op("Reshape", rstd, flat)
+    return y, g.op("Reshape", mean, flat), g.op("Reshape", rstd, flat), g.op("Reshape", var, flat)
 
 
 def _empty_stat(g: GraphBuilder, index: int) -> Tensor:
@@ -513,7 +578,7 @@ def aten_native_batch_norm(g: GraphBuilder, input: Tensor, weight: Tensor | None
                            momentum: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
     """native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     if training or running_mean is None or running_var is None:
-        y, mean, rstd = _batch_norm_train(g, input, weight, bias, eps)
+        y, mean, rstd, var = _batch_norm_train(g, input, weight, bias, eps)
         return cast(g, y, g.out_dtype()), cast(g, mean, g.out_dtype(1)), cast(g, rstd, g.out_dtype(2))
     y = _batch_norm_eval(g, input, weight, bias, running_mean, running_var, eps)
     return y, _empty_stat(g, 1), _empty_stat(g, 2)
@@ -524,8 +589,31 @@ def aten__native_batch_norm_legit_no_stats(g: GraphBuilder, input: Tensor, weigh
                                            bias: Tensor | None, training: bool, momentum: float,
                                            eps: float) -> tuple[Tensor, Tensor, Tensor]:
     """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    y, mean, rstd = _batch_norm_train(g, input, weight, bias, eps)
+    y, mean, rstd, var = _batch_norm_train(g, input, weight, bias, eps)
     return cast(g, y, g.out_dtype()), cast(g, mean, g.out_dtype(1)), cast(g, rstd, g.out_dtype(2))
+
+
+def _running_update(g: GraphBuilder, input: Tensor, mean: Tensor, var: Tensor,
+                    running_mean: Tensor, running_var: Tensor, momentum: float,
+                    index: int) -> tuple[Tensor, Tensor]:
+    """torch's running-statistics update: (1 - m) * running + m * batch (unbiased variance).
+
+    Outputs `index` and `index + 1` of the node are the updated mean and variance.
+    """
+    compute = _compute_dtype(input)
+    r = rank(input)
+    n = 1
+    for i in [0, *range(2, r)]:
+        size = input.shape[i] if input.shape is not None else None
+        if not isinstance(size, int):
+            raise TranslationError("training-mode batch_norm statistics with dynamic sizes")
+        n *= size
+    var = g.op("Mul", var, g.const(n / max(n - 1, 1), compute))
+    m = g.const(float(momentum), compute)
+    keep = g.const(1.0 - float(momentum), compute)
+    new_mean = g.op("Add", g.op("Mul", cast(g, running_mean, compute), keep), g.op("Mul", mean, m))
+    new_var = g.op("Add", g.op("Mul", cast(g, running_var, compute), keep), g.op("Mul", var, m))
+    return cast(g, new_mean, g.out_dtype(index)), cast(g, new_var, g.out_dtype(index + 1))
 
 
 @register(aten._native_batch_norm_legit_functional.default)
@@ -537,25 +625,45 @@ def aten__native_batch_norm_legit_functional(
     if not training:
         y = _batch_norm_eval(g, input, weight, bias, running_mean, running_var, eps)
         return y, _empty_stat(g, 1), _empty_stat(g, 2), running_mean, running_var
-    y, mean, rstd = _batch_norm_train(g, input, weight, bias, eps)
-    # the updated running statistics: (1 - m) * running + m * batch (unbiased variance)
-    compute = _compute_dtype(input)
-    r = rank(input)
-    n = 1
-    for i in [0, *range(2, r)]:
-        size = input.shape[i] if input.shape is not None else None
-        if not isinstance(size, int):
-            raise TranslationError("training-mode batch_norm statistics with dynamic sizes")
-        n *= size
-    var = g.op("Reciprocal", g.op("Mul", rstd, rstd))
-    var = g.op("Sub", var, g.const(float(eps), compute))
-    var = g.op("Mul", var, g.const(n / max(n - 1, 1), compute))
-    m = g.const(float(momentum), compute)
-    keep = g.const(1.0 - float(momentum), compute)
-    new_mean = g.op("Add", g.op("Mul", cast(g, running_mean, compute), keep), g.op("Mul", mean, m))
-    new_var = g.op("Add", g.op("Mul", cast(g, running_var, compute), keep), g.op("Mul", var, m))
+    y, mean, rstd, var = _batch_norm_train(g, input, weight, bias, eps)
+    new_mean, new_var = _running_update(g, input, mean, var, running_mean, running_var,
+                                        momentum, 3)
     return (cast(g, y, g.out_dtype()), cast(g, mean, g.out_dtype(1)), cast(g, rstd, g.out_dtype(2)),
-            cast(g, new_mean, g.out_dtype(3)), cast(g, new_var, g.out_dtype(4)))
+            new_mean, new_var)
+
+
+def _reserve(g: GraphBuilder) -> Tensor:
+    """The `reserve` output of the _batch_norm_* ops: cuDNN's workspace, empty on CPU."""
+    shape = tuple(int(d) for d in g.out_vals[3].shape)
+    return g.const(np.zeros(shape), g.out_dtype(3))
+
+
+@register(aten._batch_norm_with_update_functional.default)
+def aten__batch_norm_with_update_functional(
+        g: GraphBuilder, input: Tensor, weight: Tensor | None, bias: Tensor | None,
+        running_mean: Tensor, running_var: Tensor, momentum: float,
+        eps: float) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """_batch_norm_with_update_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
+    y, mean, rstd, var = _batch_norm_train(g, input, weight, bias, eps)
+    new_mean, new_var = _running_update(g, input, mean, var, running_mean, running_var,
+                                        momentum, 4)
+    return (cast(g, y, g.out_dtype()), cast(g, mean, g.out_dtype(1)), cast(g, rstd, g.out_dtype(2)),
+            _reserve(g), new_mean, new_var)
+
+
+@register(aten._batch_norm_no_update.default)
+def aten__batch_norm_no_update(
+        g: GraphBuilder, input: Tensor, weight: Tensor | None, bias: Tensor | None,
+        running_mean: Tensor | None, running_var: Tensor | None, momentum: float,
+        eps: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
+    if running_mean is None or running_var is None:
+        # without running statistics torch normalizes with the batch's own
+        y, mean, rstd, var = _batch_norm_train(g, input, weight, bias, eps)
+        return (cast(g, y, g.out_dtype()), cast(g, mean, g.out_dtype(1)),
+                cast(g, rstd, g.out_dtype(2)), _reserve(g))
+    y = _batch_norm_eval(g, input, weight, bias, running_mean, running_var, eps)
+    return y, _empty_stat(g, 1), _empty_stat(g, 2), _reserve(g)
 
 
 def _layer_norm(g: GraphBuilder, input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None,
@@ -572,7 +680,7 @@ def _layer_norm(g: GraphBuilder, input: Tensor, normalized_shape: Sequence[int],
         outs = outs if num_outputs > 1 else (outs,)
     else:
         axes = list(range(r - k, r))
-        y, mean, rstd = _batch_stats_norm(g, input, None, None, axes, eps)
+        y, mean, rstd, _ = _batch_stats_norm(g, input, None, None, axes, eps)
         if weight is not None:
             y = g.op("Mul", y, cast(g, weight, compute))
         if bias is not None:
@@ -608,7 +716,7 @@ def _group_norm(g: GraphBuilder, input: Tensor, groups: int, weight: Tensor | No
         rest = _mul(g, rest, _dim(g, input, i))
     grouped = g.op("Reshape", cast(g, input, compute),
                    int_list(g, [_dim(g, input, 0), int(groups), rest]), allowzero=1)
-    y, mean, rstd = _batch_stats_norm(g, grouped, None, None, [2], eps)
+    y, mean, rstd, _ = _batch_stats_norm(g, grouped, None, None, [2], eps)
     y = g.op("Reshape", y, g.op("Shape", input), allowzero=1)
     y = _affine(g, y, weight, bias, rank(input), compute)
     axis = g.const([2], ir.DataType.INT64)
@@ -642,7 +750,7 @@ def aten_instance_norm(g: GraphBuilder, input: Tensor, weight: Tensor | None, bi
         return _batch_norm_eval(g, input, weight, bias, running_mean, running_var, eps)
     r = rank(input)
     compute = _compute_dtype(input)
-    y, _, _ = _batch_stats_norm(g, input, None, None, list(range(2, r)), eps)
+    y, _, _, _ = _batch_stats_norm(g, input, None, None, list(range(2, r)), eps)
     return cast(g, _affine(g, y, weight, bias, r, compute), g.out_dtype())
 
 
@@ -700,6 +808,8 @@ def _resize(g: GraphBuilder, x: Tensor, n: int, output_size: Any, scales: Sequen
     """
     dtype = x.dtype
     assert dtype is not None
+    if mode.endswith("_aa"):
+        return _resize_antialiased(g, x, n, output_size, scales, mode == "cubic_aa", align_corners)
     compute = _compute_dtype(x) if mode != "nearest" and mode != "nearest-exact" else dtype
     if compute in (ir.DataType.INT64, ir.DataType.INT16, ir.DataType.BOOL):
         compute = ir.DataType.FLOAT  # ORT Resize has no kernels for these
@@ -736,6 +846,80 @@ def _resize(g: GraphBuilder, x: Tensor, n: int, output_size: Any, scales: Sequen
         sizes = int_list(g, [_dim(g, x, 0), _dim(g, x, 1), *output_size])
         y = g.op("Resize", xc, None, None, sizes, **attrs)
     return cast(g, y, dtype)
+
+
+def _aa_filter(x: np.ndarray, is_cubic: bool) -> np.ndarray:
+    """torch's antialiasing filters: the triangle, or Keys' cubic with a = -0.5 (PIL's)."""
+    x = np.abs(x)
+    one = x.dtype.type(1.0)
+    if not is_cubic:
+        return np.where(x < one, one - x, x.dtype.type(0.0))
+    a = x.dtype.type(-0.5)
+    near = ((a + 2) * x - (a + 3)) * x * x + one
+    far = (((x - 5) * x + 8) * x - 4) * a
+    return np.where(x < one, near, np.where(x < 2, far, x.dtype.type(0.0)))
+
+
+def _aa_matrix(size: int, out: int, scale_factor: float | None, align_corners: bool,
+               is_cubic: bool, dtype: type) -> np.ndarray:
+    """The (in, out) weights of torch's antialiased resampling along one axis.
+
+    As aten/src/ATen/native/cpu/UpSampleKernel.cpp computes them, in the input's precision
+    (`dtype`): output i reads inputs [xmin, xmin + xsize) around center = scale * (i + 0.5),
+    the filter stretched by the scale when downsampling, its weights normalized to sum to 1.
+    """
+    if align_corners:
+        scale = dtype((size - 1) / (out - 1) if out > 1 else 0.0)
+    elif scale_factor is not None and scale_factor > 0:
+        scale = dtype(1.0 / scale_factor)
+    else:
+        scale = dtype(size / out)
+    interp_size = 4 if is_cubic else 2
+    support = dtype(interp_size * 0.5) * scale if scale >= 1.0 else dtype(interp_size * 0.5)
+    invscale = dtype(1.0) / scale if scale >= 1.0 else dtype(1.0)
+    matrix = np.zeros((size, out), dtype=dtype)
+    for i in range(out):
+        center = scale * dtype(i + 0.5)
+        xmin = max(int(center - support + dtype(0.5)), 0)
+        xmax = min(int(center + support + dtype(0.5)), size)
+        js = np.arange(xmin, xmax).astype(dtype)
+        w = _aa_filter((js - center + dtype(0.5)) * invscale, is_cubic).astype(dtype)
+        total = dtype(0.0)
+        for v in w:  # torch sums the taps in order
+            total = dtype(total + v)
+        matrix[xmin:xmax, i] = w / total if total != 0 else w
+    return matrix
+
+
+def _resize_antialiased(g: GraphBuilder, x: Tensor, n: int, output_size: Any,
+                        scales: Sequence[Any] | None, is_cubic: bool, align_corners: bool) -> Tensor:
+    """torch's antialiased bilinear/bicubic resize as a separable product of weight matrices.
+
+    ONNX Resize's `antialias` places and normalizes its filter taps differently from torch
+    (up to 0.27 apart on a 11x9 -> 5x7 bilinear resize in ONNX Runtime), so torch's weights
+    are computed here for the static sizes.
+    """
+    dtype = x.dtype
+    assert dtype is not None
+    r = rank(x)
+    sizes = [x.shape[r - n + i] for i in range(n)] if x.shape is not None else []
+    if len(sizes) != n or not all(isinstance(v, int) for v in sizes):
+        raise TranslationError("antialiased upsampling of dynamic spatial sizes")
+    factors = list(scales) if scales else [None] * n
+    factors = factors * n if len(factors) == 1 else factors
+    if output_size is None:
+        if any(f is None for f in factors):
+            raise TranslationError("upsample without output_size or scale factors")
+        outs = [math.floor(v * float(f)) for v, f in zip(sizes, factors)]
+    else:
+        if any(isinstance(o, ir.Value) for o in output_size):
+            raise TranslationError("antialiased upsampling to a dynamic output size")
+        outs = [int(o) for o in output_size]
+    compute = ir.DataType.DOUBLE if dtype == ir.DataType.DOUBLE else ir.DataType.FLOAT
+    precision = np.float64 if compute == ir.DataType.DOUBLE else np.float32
+    matrices = [_aa_matrix(v, o, None if f is None else float(f), align_corners, is_cubic,
+                           precision) for v, o, f in zip(sizes, outs, factors)]
+    return cast(g, _separable(g, cast(g, x, compute), sizes, matrices, compute), dtype)
 
 
 def _upsample_targets(name: str, dims: Sequence[int]) -> list[tuple[int, Any, Any]]:
@@ -812,6 +996,8 @@ _UPSAMPLE = (
     ("upsample_bilinear{n}d", (2,), "linear", True),
     ("upsample_trilinear{n}d", (3,), "linear", True),
     ("upsample_bicubic{n}d", (2,), "cubic", True),
+    ("_upsample_bilinear{n}d_aa", (2,), "linear_aa", True),
+    ("_upsample_bicubic{n}d_aa", (2,), "cubic_aa", True),
 )
 for _name, _dims, _mode, _has_align in _UPSAMPLE:
     for _n, _vec, _default in _upsample_targets(_name, _dims):
@@ -995,3 +1181,172 @@ def aten__weight_norm(g: GraphBuilder, v: Tensor, g_: Tensor, dim: int = 0) -> T
     norm = g.op("Sqrt", g.op("ReduceSum", g.op("Mul", v, v), g.const(axes, ir.DataType.INT64),
                              keepdims=1))
     return g.op("Mul", v, g.op("Div", g_, norm))
+
+
+# -- bilinear --------------------------------------------------------------------------------
+
+def _letters(count: int, skip: str = "") -> str:
+    return "".join(c for c in "abcdefghklmnpqrstuvwxyz" if c not in skip)[:count]
+
+
+@register(aten.bilinear.default)
+def aten_bilinear(g: GraphBuilder, input1: Tensor, input2: Tensor, weight: Tensor,
+                  bias: Tensor | None = None) -> Tensor:
+    """bilinear(Tensor input1, Tensor input2, Tensor weight, Tensor? bias=None) -> Tensor"""
+    out_dtype = g.out_dtype()
+    work = _einsum_dtype(out_dtype)
+    batch = _letters(rank(input1) - 1, skip="oij")
+    # y[..., o] = sum_ij x1[..., i] * W[o, i, j] * x2[..., j] (+ b[o])
+    y = g.op("Einsum", cast(g, input1, work), cast(g, weight, work), cast(g, input2, work),
+             equation=f"{batch}i,oij,{batch}j->{batch}o")
+    if bias is not None:
+        y = g.op("Add", y, cast(g, bias, work))
+    return cast(g, y, out_dtype)
+
+
+@register(aten._trilinear.default)
+def aten__trilinear(g: GraphBuilder, i1: Tensor, i2: Tensor, i3: Tensor, expand1: Sequence[int],
+                    expand2: Sequence[int], expand3: Sequence[int], sumdim: Sequence[int],
+                    unroll_dim: int = 1) -> Tensor:
+    """_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"""
+    # Each input is unsqueezed at its expand dims to a common rank; the product of the three
+    # is summed over sumdim. unroll_dim only chooses torch's loop order.
+    out_dtype = g.out_dtype()
+    work = _einsum_dtype(out_dtype)
+    r = rank(i1) + len(expand1)
+    letters = _letters(r)
+    terms = []
+    for expand in (expand1, expand2, expand3):
+        dropped = {d % r for d in expand}
+        terms.append("".join(letters[d] for d in range(r) if d not in dropped))
+    summed = {d % r for d in sumdim}
+    present = set("".join(terms))
+    kept = [d for d in range(r) if d not in summed]
+    y = g.op("Einsum", cast(g, i1, work), cast(g, i2, work), cast(g, i3, work),
+             equation=f"{','.join(terms)}->{''.join(letters[d] for d in kept if letters[d] in present)}")
+    # a kept dim that every input expanded has size 1 in torch's result
+    missing = [i for i, d in enumerate(kept) if letters[d] not in present]
+    if missing:
+        y = g.op("Unsqueeze", y, g.const(missing, ir.DataType.INT64))
+    return cast(g, y, out_dtype)
+
+
+# -- grid_sampler_3d -------------------------------------------------------------------------
+
+_GRID_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
+
+
+def _grid_source(g: GraphBuilder, coord: Tensor, size: int, padding_mode: int,
+                 align_corners: bool, dtype: ir.DataType) -> Tensor:
+    """torch's source coordinate along one axis: unnormalized, then clipped or reflected."""
+    c = g.const
+    if align_corners:
+        x = g.op("Mul", g.op("Add", coord, c(1.0, dtype)), c((size - 1) / 2, dtype))
+    else:
+        x = g.op("Div", g.op("Sub", g.op("Mul", g.op("Add", coord, c(1.0, dtype)), c(float(size), dtype)),
+                             c(1.0, dtype)), c(2.0, dtype))
+    if padding_mode == 2:
+        # reflect over [low, high] (the pixel centers, or the pixel edges without align_corners)
+        low, high = (0.0, size - 1.0) if align_corners else (-0.5, size - 0.5)
+        span = high - low
+        if span <= 0:
+            x = g.op("Mul", x, c(0.0, dtype))
+        else:
+            d = g.op("Abs", g.op("Sub", x, c(low, dtype)))
+            extra = g.op("Mod", d, c(span, dtype), fmod=1)
+            flips = g.op("Floor", g.op("Div", d, c(span, dtype)))
+            is_even = g.op("Equal", g.op("Mod", flips, c(2.0, dtype), fmod=1), c(0.0, dtype))
+            x = g.op("Where", is_even, g.op("Add", extra, c(low, dtype)),
+                     g.op("Sub", c(span + low, dtype), extra))
+    if padding_mode in (1, 2):
+        x = g.op("Clip", x, c(0.0, dtype), c(size - 1.0, dtype))
+    return x
+
+
+def _grid_sample_gather(g: GraphBuilder, input: Tensor, grid: Tensor, interpolation_mode: int,
+                        padding_mode: int, align_corners: bool) -> Tensor:
+    """grid_sampler_3d from Gather arithmetic: ONNX GridSample takes 5-D input from opset 20."""
+    out_dtype = g.out_dtype()
+    dtype = ir.DataType.DOUBLE if out_dtype == ir.DataType.DOUBLE else ir.DataType.FLOAT
+    shape = input.shape
+    sizes = [shape[i] for i in (2, 3, 4)] if shape is not None else []
+    if len(sizes) != 3 or not all(isinstance(v, int) for v in sizes):
+        raise TranslationError("grid_sampler_3d with dynamic spatial sizes")
+    depth, height, width = (int(v) for v in sizes)
+    i64 = ir.DataType.INT64
+    x_in = g.op("Reshape", cast(g, input, dtype), g.const([0, 0, -1], i64))  # (N, C, D*H*W)
+    points = g.op("Reshape", cast(g, grid, dtype), g.const([0, -1, 3], i64))  # (N, P, 3)
+    coords = [g.op("Squeeze", g.op("Slice", points, g.const([k], i64), g.const([k + 1], i64),
+                                    g.const([2], i64)), g.const([2], i64)) for k in range(3)]
+    # grid's last axis is (x, y, z) = (W, H, D)
+    src = [_grid_source(g, coords[k], size, padding_mode, align_corners, dtype)
+           for k, size in ((2, depth), (1, height), (0, width))]
+    strides = (height * width, width, 1)
+    bounds = (depth, height, width)
+
+    def tap(positions: list[Tensor]) -> Tensor:
+        """input at integer positions (z, y, x) of shape (N, P); zero outside the volume."""
+        inside: Tensor | None = None
+        flat: Tensor | None = None
+        for pos, size, stride in zip(positions, bounds, strides):
+            ok = g.op("And", g.op("GreaterOrEqual", pos, g.const(0, i64)),
+                      g.op("Less", pos, g.const(size, i64)))
+            inside = ok if inside is None else g.op("And", inside, ok)
+            term = g.op("Mul", g.op("Clip", pos, g.const(0, i64), g.const(size - 1, i64)),
+                        g.const(stride, i64))
+            flat = term if flat is None else g.op("Add", flat, term)
+        assert flat is not None and inside is not None
+        index = g.op("Expand", g.op("Unsqueeze", flat, g.const([1], i64)),
+                     g.op("Concat", g.op("Shape", x_in, end=2),
+                          g.op("Shape", flat, start=1), axis=0))
+        values = g.op("GatherElements", x_in, index, axis=2)
+        return g.op("Where", g.op("Unsqueeze", inside, g.const([1], i64)), values,
+                    g.const(0.0, dtype))
+
+    if interpolation_mode == 1:
+        # nearest: round half to even, as torch's nearbyint
+        out = tap([cast(g, g.op("Round", s), i64) for s in src])
+    elif interpolation_mode == 0:
+        lows = [g.op("Floor", s) for s in src]
+        fracs = [g.op("Sub", s, lo) for s, lo in zip(src, lows)]
+        lows_i = [cast(g, lo, i64) for lo in lows]
+        out = None
+        for corner in range(8):
+            bits = [(corner >> (2 - k)) & 1 for k in range(3)]
+            positions = [g.op("Add", lo, g.const(b, i64)) if b else lo for lo, b in zip(lows_i, bits)]
+            weight: Tensor | None = None
+            for f, b in zip(fracs, bits):
+                w = f if b else g.op("Sub", g.const(1.0, dtype), f)
+                weight = w if weight is None else g.op("Mul", weight, w)
+            assert weight is not None
+            term = g.op("Mul", tap(positions), g.op("Unsqueeze", weight, g.const([1], i64)))
+            out = term if out is None else g.op("Add", out, term)
+        assert out is not None
+    else:
+        raise TranslationError("bicubic grid sampling is defined for 4-D input only")
+    # (N, C, P) -> (N, C, Do, Ho, Wo)
+    out_shape = g.op("Concat", g.op("Shape", x_in, end=2), g.op("Shape", grid, start=1, end=4),
+                     axis=0)
+    return cast(g, g.op("Reshape", out, out_shape), out_dtype)
+
+
+@register(aten.grid_sampler_3d.default)
+def aten_grid_sampler_3d(g: GraphBuilder, input: Tensor, grid: Tensor, interpolation_mode: int,
+                         padding_mode: int, align_corners: bool) -> Tensor:
+    """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
+    return _grid_sample_gather(g, input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+@register(aten.grid_sampler_3d.default, since_opset=20)
+def aten_grid_sampler_3d_20(g: GraphBuilder, input: Tensor, grid: Tensor, interpolation_mode: int,
+                            padding_mode: int, align_corners: bool) -> Tensor:
+    """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
+    if interpolation_mode not in (0, 1):
+        raise TranslationError("bicubic grid sampling is defined for 4-D input only")
+    out_dtype = g.out_dtype()
+    # ONNX Runtime's GridSample kernel covers float and double.
+    work = ir.DataType.DOUBLE if out_dtype == ir.DataType.DOUBLE else ir.DataType.FLOAT
+    out = g.op("GridSample", cast(g, input, work), cast(g, grid, work),
+               align_corners=int(align_corners), mode="linear" if interpolation_mode == 0 else "nearest",
+               padding_mode=_GRID_PADDING[padding_mode])
+    return cast(g, out, out_dtype)

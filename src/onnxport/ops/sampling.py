@@ -14,6 +14,7 @@ import onnx_ir as ir
 from onnxport.errors import TranslationError
 from onnxport.ops._helpers import cast, rank
 from onnxport.ops.linalg import _float_work, _p_norm
+from onnxport.ops.nn import _grid_sample_gather
 from onnxport.translate import GraphBuilder, Tensor, aten, register
 
 _I64 = ir.DataType.INT64
@@ -74,6 +75,10 @@ _PADDING = {0: "zeros", 1: "border", 2: "reflection"}
 def aten_grid_sampler(g: GraphBuilder, input: Tensor, grid: Tensor, interpolation_mode: int,
                       padding_mode: int, align_corners: bool) -> Tensor:
     """grid_sampler(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
+    if rank(input) == 5 and g.opset < 20:
+        # GridSample takes 5-D input from opset 20 on; before, it is built from Gathers.
+        return _grid_sample_gather(g, input, grid, interpolation_mode, padding_mode,
+                                   align_corners)
     if rank(input) != 4 and g.opset < 20:
         raise TranslationError(f"GridSample takes 4-D input before opset 20; got rank {rank(input)}")
     if interpolation_mode == 2 and rank(input) != 4:

@@ -20,7 +20,7 @@ from onnxport.errors import TranslationError
 from onnxport.ops._helpers import cast, int_list, normalize_dim, rank
 from onnxport.ops.elementwise import _where, aten_atan2
 from onnxport.ops.shape import shape_of, static_shape
-from onnxport.translate import GraphBuilder, Tensor, aten, register
+from onnxport.translate import GraphBuilder, Tensor, aten, prims, register
 
 _I64 = ir.DataType.INT64
 
@@ -29,22 +29,86 @@ def _flat(g: GraphBuilder, x: Tensor) -> Tensor:
     return g.op("Reshape", x, g.const([-1], _I64))
 
 
+def _arg_layout(g: GraphBuilder, index: int) -> tuple[list[int], list[int], int] | None:
+    """(shape, strides, storage offset) of the FX node's `index`-th argument, if static.
+
+    A graph input may be a view into a larger storage (torch.export keeps the example's
+    strides and offset in its metadata); ONNX receives only the view's elements.
+    """
+    translator = g.translator
+    name = g.scope.metadata.get("pkg.onnxport.fx_node")
+    if translator is None or name is None:
+        return None
+    for module in translator.captured.exported_program.graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        node = next((n for n in module.graph.nodes if n.name == name), None)
+        if node is None or len(node.args) <= index:
+            continue
+        arg = node.args[index]
+        val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+        return _layout(val)
+    return None
+
+
+def _layout(val: Any) -> tuple[list[int], list[int], int] | None:
+    if not isinstance(val, torch.Tensor) or val.is_complex():
+        return None
+    items = [*val.shape, *val.stride(), val.storage_offset()]
+    if any(not isinstance(v, int) for v in items):
+        return None
+    return list(val.shape), list(val.stride()), int(val.storage_offset())
+
+
+def _strided_index(size: Sequence[Any], stride: Sequence[Any], offset: int) -> np.ndarray:
+    """Storage position of each element of as_strided(size, stride, offset), row-major."""
+    index = np.full([int(n) for n in size], int(offset), dtype=np.int64)
+    for d, (n, st) in enumerate(zip(size, stride)):
+        axis_shape = [1] * len(size)
+        axis_shape[d] = int(n)
+        index = index + np.arange(int(n), dtype=np.int64).reshape(axis_shape) * int(st)
+    return index
+
+
+def _storage_to_flat(positions: np.ndarray, layout: tuple[list[int], list[int], int] | None
+                     ) -> np.ndarray:
+    """The row-major element index of a tensor with `layout` at each storage position.
+
+    Without a layout the tensor is taken as contiguous from storage position 0.
+    """
+    if layout is None:
+        return positions
+    shape, strides, offset = layout
+    owned = _strided_index(shape, strides, offset).reshape(-1)
+    order = np.argsort(owned, kind="stable")
+    owned_sorted = owned[order]
+    at = np.clip(np.searchsorted(owned_sorted, positions), 0, max(len(owned) - 1, 0))
+    found = owned_sorted[at] == positions if len(owned) else np.zeros(positions.shape, bool)
+    if not found.all():
+        missing = int(positions[~found].reshape(-1)[0])
+        raise TranslationError(
+            f"as_strided reaches storage position {missing}, outside the elements of its input "
+            f"(a view with strides {strides} at storage offset {offset}); an exported input "
+            "holds only the view's own elements")
+    return order[at]
+
+
 @register(aten.as_strided.default)
 def aten_as_strided(g: GraphBuilder, self: Tensor, size: Sequence[Any], stride: Sequence[Any],
                     storage_offset: Any = None) -> Tensor:
     """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""  # noqa: E501
-    offset = 0 if storage_offset is None else storage_offset
     flat = _flat(g, self)
-    items = [*size, *stride, offset]
+    items = [*size, *stride, 0 if storage_offset is None else storage_offset]
     if all(not isinstance(v, ir.Value) for v in items):
-        # Element i of the result reads flat[offset + sum_d index_d * stride_d].
-        index = np.full([int(s) for s in size], int(offset), dtype=np.int64)
-        for d, (n, st) in enumerate(zip(size, stride)):
-            axis_shape = [1] * len(size)
-            axis_shape[d] = int(n)
-            index = index + np.arange(int(n), dtype=np.int64).reshape(axis_shape) * int(st)
+        # Element i of the result reads storage[offset + sum_d index_d * stride_d]; the
+        # default offset is the input's own.
+        layout = _arg_layout(g, 0)
+        offset = storage_offset if storage_offset is not None else (
+            layout[2] if layout is not None else 0)
+        index = _storage_to_flat(_strided_index(size, stride, int(offset)), layout)
         return g.op("Gather", flat, g.const(index, _I64), axis=0)
     # Symbolic sizes: the same sum, built from Range per dim and broadcasting adds.
+    offset = 0 if storage_offset is None else storage_offset
     r = len(size)
     total: Tensor = cast(g, offset, _I64) if isinstance(offset, ir.Value) \
         else g.const(int(offset), _I64)
@@ -58,6 +122,31 @@ def aten_as_strided(g: GraphBuilder, self: Tensor, size: Sequence[Any], stride: 
     # A dim of size 1 never broadcasts above, so expand to the full size explicitly.
     total = g.op("Expand", total, int_list(g, size)) if r else total
     return g.op("Gather", flat, total, axis=0)
+
+
+@register(aten.as_strided_scatter.default)
+def aten_as_strided_scatter(g: GraphBuilder, self: Tensor, src: Tensor, size: Sequence[Any],
+                            stride: Sequence[Any], storage_offset: Any = None) -> Tensor:
+    """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""  # noqa: E501
+    items = [*size, *stride, 0 if storage_offset is None else storage_offset]
+    if any(isinstance(v, ir.Value) for v in items):
+        raise TranslationError("as_strided_scatter with symbolic sizes, strides or offset")
+    # torch writes src into a clone of self (self's strides, storage offset 0) through
+    # as_strided(size, stride, storage_offset) of that clone.
+    layout = _layout(g.out_vals[0]) if g.out_vals else None
+    offset = 0 if storage_offset is None else int(storage_offset)
+    index = _storage_to_flat(_strided_index(size, stride, offset), layout)
+    flat = _flat(g, self)
+    updates = _flat(g, cast(g, src, self.dtype))  # type: ignore[arg-type]
+    out = g.op("ScatterElements", flat, g.const(index.reshape(-1), _I64), updates, axis=0)
+    return g.op("Reshape", out, g.op("Shape", self))  # type: ignore[no-any-return]
+
+
+@register(prims.as_strided_scatter.default)
+def prims_as_strided_scatter(g: GraphBuilder, self: Tensor, src: Tensor, size: Sequence[Any],
+                             stride: Sequence[Any], storage_offset: Any) -> Tensor:
+    """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt storage_offset) -> Tensor"""  # noqa: E501
+    return aten_as_strided_scatter(g, self, src, size, stride, storage_offset)
 
 
 def _contiguous_stride(g: GraphBuilder, self: Tensor, dim: int) -> Any:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from onnxport.translate import aten
@@ -17,17 +15,6 @@ CONV = (aten.convolution.default, aten.conv1d.default, aten.conv2d.default, aten
         aten.conv1d.padding, aten.conv2d.padding, aten.conv3d.padding)
 CONV_T = (aten.convolution.default, aten.conv_transpose1d.default, aten.conv_transpose2d.input,
           aten.conv_transpose3d.input)
-
-UNEVEN = ("adaptive_max_pool to an output size that does not divide the input: overlapping "
-          "windows of varying size have no MaxPool equivalent (TranslationError)")
-
-
-def _uneven_adaptive(sample: Any) -> bool:
-    out = sample.args[0]
-    outs = list(out) if isinstance(out, (list, tuple)) else [out]
-    sizes = sample.input.shape[-len(outs):] if len(outs) > 1 else sample.input.shape[-1:]
-    return any(o is not None and s % o != 0 for s, o in zip(sizes, outs))
-
 
 CASES = [
     OpTest("nn.functional.conv1d", covers=CONV, dtypes=(F32, F16)),
@@ -50,15 +37,13 @@ CASES = [
     OpTest("nn.functional.adaptive_avg_pool1d", covers=(aten.adaptive_avg_pool1d.default,)),
     OpTest("nn.functional.adaptive_avg_pool2d", covers=(aten.adaptive_avg_pool2d.default,),
            dtypes=(F32, F16)),
-    OpTest("nn.functional.adaptive_avg_pool3d", covers=(aten.adaptive_avg_pool3d.default,))
-    .xfail(when=lambda s: s.input.numel() == 0,
-           reason="ORT's MatmulTransposeFusion fails on an empty batch (cannot broadcast on dim 0)"),
-    OpTest("nn.functional.adaptive_max_pool1d", covers=(aten.adaptive_max_pool1d.default,))
-    .xfail(when=_uneven_adaptive, reason=UNEVEN),
-    OpTest("nn.functional.adaptive_max_pool2d", covers=(aten.adaptive_max_pool2d.default,))
-    .xfail(when=_uneven_adaptive, reason=UNEVEN),
-    OpTest("nn.functional.adaptive_max_pool3d", covers=(aten.adaptive_max_pool3d.default,))
-    .xfail(when=_uneven_adaptive, reason=UNEVEN),
+    OpTest("nn.functional.adaptive_avg_pool3d", covers=(aten.adaptive_avg_pool3d.default,)),
+    OpTest("nn.functional.adaptive_max_pool1d", covers=(aten.adaptive_max_pool1d.default,),
+           dtypes=(F32, F16)),
+    OpTest("nn.functional.adaptive_max_pool2d", covers=(aten.adaptive_max_pool2d.default,),
+           dtypes=(F32, F16)),
+    OpTest("nn.functional.adaptive_max_pool3d", covers=(aten.adaptive_max_pool3d.default,),
+           dtypes=(F32, F16)),
 ]
 CASES += [
     OpTest("nn.functional.batch_norm", covers=(aten.batch_norm.default,), dtypes=(F32, F16))
@@ -111,4 +96,72 @@ CASES += [
            covers=(aten.scaled_dot_product_attention.default,), dtypes=(F32, F16))
     .skip(when=lambda s: s.kwargs.get("dropout_p", 0) > 0,
           reason="dropout_p > 0 draws random numbers; eager and ONNX cannot agree"),
+]
+CASES += [
+    OpTest("nn.functional.bilinear", covers=(aten.bilinear.default,), dtypes=(F32, F16, I64))
+    .xfail(dtypes=[F16], reason="torch's CPU float16 bilinear rounds its intermediate products to "
+           "float16; ONNX computes in float32 and is closer to a float64 reference (max error "
+           "0.007 vs 0.014 over 50 random (8,3)x(5,3,4) samples), beyond fp16 rtol"),
+]
+CASES += [
+    # torch has no float16 CPU kernel for the antialiased modes.
+    OpTest("_upsample_bilinear2d_aa", covers=(aten._upsample_bilinear2d_aa.vec,
+                                              aten._upsample_bilinear2d_aa.default)),
+]
+CASES += [
+    OpTest("_batch_norm_with_update", covers=(aten._batch_norm_with_update_functional.default,),
+           dtypes=(F32, F16))
+    .xfail(dtypes=[F16], reason="torch's float16 training-mode batch norm rounds in float16; ONNX "
+           "computes in float32 and is closer to a float64 reference (max error 0.0017 vs 0.0029 "
+           "over 30 random (3,2,3,4) samples), beyond fp16 rtol"),
+]
+# linalg.py
+CASES += [
+    OpTest("addbmm", covers=(aten.addbmm.default,), dtypes=(F32, F16, I64))
+    .xfail(dtypes=[F32, F16], reason="rounding only: the samples (values up to 9, 25-term sums) "
+           "cancel to near 0 in places; over 300 random (5,10)+(5,5,5)@(5,5,10) float32 samples "
+           "torch's max error vs float64 is 4.2e-5 (mean), ONNX's 4.3e-5, yet they differ from "
+           "each other beyond rtol in 64/300 (87/300 when summing per batch in torch's order)"),
+]
+# conversion: bfloat16 outputs come back through ONNXProgram's OrtValue path (program.py)
+CASES += [
+    OpTest("bfloat16", covers=(aten.to.dtype, aten._to_copy.default),
+           dtypes=(F32, F16, I64, torch.bool)),
+]
+# strided.py
+CASES += [
+    OpTest("as_strided_scatter", covers=(aten.as_strided_scatter.default,
+                                         torch.ops.prims.as_strided_scatter.default),
+           dtypes=(F32, F16, I64, torch.bool)),
+]
+# losses: cross_entropy, nll_loss and multilabel_margin_loss reach ONNX through torch's
+# decompositions (nll_loss_forward's returns a namedtuple, unwrapped in capture/decompose.py);
+# the chunked linear_cross_entropy custom ops are translated in loss.py.
+import torch.nn.modules.linear_cross_entropy  # noqa: E402,F401  (defines the torch_nn:: ops)
+
+_TORCH_NN = torch.ops.torch_nn
+CASES += [
+    OpTest("nn.functional.cross_entropy", covers=(), dtypes=(F32, F16)),
+    OpTest("nn.functional.nll_loss", covers=(), dtypes=(F32, F16))
+    .xfail(dtypes=[F16], when=lambda s: s.input.dim() == 4 and s.kwargs.get("reduction") != "none",
+           reason="torch's float16 nll_loss2d reduces in float16; ONNX reduces in float32 and is "
+                  "closer to float64 (e.g. sample 34: error 1.8e-3 vs torch's 6.1e-3; sample 53: "
+                  "0 vs 2.0e-3), beyond fp16 rtol"),
+    OpTest("nn.functional.multilabel_margin_loss", covers=()),
+    OpTest("nn.functional.linear_cross_entropy", covers=()),
+    OpTest("nn.functional.linear_cross_entropy", variant="chunked",
+           covers=(_TORCH_NN._linear_cross_entropy_batch_chunked.default, aten.linear.default)),
+    OpTest("nn.functional.linear_cross_entropy", variant="chunked_none",
+           covers=(_TORCH_NN._linear_cross_entropy_batch_chunked_no_reduction.default,
+                   aten.linear.default)),
+    OpTest("nn.functional.multi_head_attention_forward", covers=())
+    .xfail(when=lambda s: s.kwargs.get("attn_mask") is not None,
+           reason="rounding only: with a float mask the logits reach the hundreds and softmax "
+                  "amplifies float32 rounding; e.g. sample 126 (output up to 1611) differs "
+                  "from float64 by 1.2e-2 in torch and 3.0e-2 in ONNX, sample 134 by 8.9e-4 "
+                  "in torch and 3.0e-4 in ONNX, beyond rtol where the output cancels to ~0"),
+]
+CASES += [
+    # at opset 18 (the op tests' opset) from Gathers; GridSample from opset 20
+    OpTest("grid_sampler_3d", covers=(aten.grid_sampler_3d.default,)),
 ]
