@@ -18,7 +18,6 @@ cond and the nuclear norm).
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -429,31 +428,6 @@ def aten_linalg_eigvalsh(g: GraphBuilder, self: Tensor, UPLO: str = "L") -> Tens
     return cast(g, _eigvalsh(g, self, UPLO), g.out_dtype())
 
 
-def _unread_outputs(g: GraphBuilder) -> set[int]:
-    """Outputs of the FX node being translated that nothing reads; empty when unknown.
-
-    Decompositions (linalg_cond, matrix_rank, the nuclear norm...) call _linalg_svd and
-    _linalg_eigh asking for vectors they then drop; only then can the values be exported.
-    """
-    program = getattr(getattr(g.translator, "captured", None), "exported_program", None)
-    if program is None:
-        return set()
-    # The translator names the values of the node it translates after the node.
-    name = g.scope.value_prefix
-    found = [node for module in program.graph_module.modules()
-             if isinstance(module, torch.fx.GraphModule)
-             for node in module.graph.nodes if node.name == name]
-    if len(found) != 1:
-        return set()
-    read: set[int] = set()
-    for user in found[0].users:
-        if user.target is not operator.getitem or not isinstance(user.args[1], int):
-            return set()
-        if user.users:
-            read.add(user.args[1])
-    return set(range(len(g.out_dtypes))) - read
-
-
 def _unread_zeros(g: GraphBuilder, A: Tensor, index: int, tail: Sequence[int]) -> Tensor:
     """A zero stand-in of the right shape for output `index`, which nothing reads."""
     return _batch_zeros(g, A, tail, g.out_dtype(index))
@@ -467,7 +441,7 @@ def aten__linalg_eigh(g: GraphBuilder, A: Tensor, UPLO: str = "L",
     if not compute_v:
         # Without eigenvectors torch returns an empty tensor in their place.
         vectors = g.const(np.zeros(0), g.out_dtype(1))
-    elif 1 in _unread_outputs(g):
+    elif not g.out_is_read(1):
         vectors = _unread_zeros(g, A, 1, [n, n])
     else:
         raise TranslationError(
@@ -587,7 +561,7 @@ def aten__linalg_svd(g: GraphBuilder, A: Tensor, full_matrices: bool = False,
         # Without singular vectors torch returns empty tensors in their place.
         U = g.const(np.zeros(0), g.out_dtype(0))
         Vh = g.const(np.zeros(0), g.out_dtype(2))
-    elif {0, 2} <= _unread_outputs(g):
+    elif not g.out_is_read(0) and not g.out_is_read(2):
         U = _unread_zeros(g, A, 0, [m, m if full_matrices else k])
         Vh = _unread_zeros(g, A, 2, [n if full_matrices else k, n])
     else:

@@ -35,20 +35,11 @@ def _arg_layout(g: GraphBuilder, index: int) -> tuple[list[int], list[int], int]
     A graph input may be a view into a larger storage (torch.export keeps the example's
     strides and offset in its metadata); ONNX receives only the view's elements.
     """
-    translator = g.translator
-    name = g.scope.metadata.get("pkg.onnxport.fx_node")
-    if translator is None or name is None:
+    node = g.fx_node
+    if node is None or len(node.args) <= index:
         return None
-    for module in translator.captured.exported_program.graph_module.modules():
-        if not isinstance(module, torch.fx.GraphModule):
-            continue
-        node = next((n for n in module.graph.nodes if n.name == name), None)
-        if node is None or len(node.args) <= index:
-            continue
-        arg = node.args[index]
-        val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
-        return _layout(val)
-    return None
+    arg = node.args[index]
+    return _layout(arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None)
 
 
 def _layout(val: Any) -> tuple[list[int], list[int], int] | None:

@@ -82,6 +82,11 @@ class GraphBuilder:
         self.translator: Any = None if parent is None else parent.translator
         self.out_dtypes: tuple[ir.DataType | None, ...] = ()
         self.out_vals: tuple[Any, ...] = ()
+        # Which outputs of the node being translated are read (all, unless the translator knows).
+        self.out_read: tuple[bool, ...] = ()
+        # The FX node being translated, for translations that need its arguments' metadata
+        # (e.g. a graph input's strides); None outside the translator.
+        self.fx_node: Any = None
         self._names: dict[str, int] = {} if parent is None else parent._names
         self._const_cache: dict[tuple[Any, ...], ir.Value] = {}
 
@@ -215,6 +220,14 @@ class GraphBuilder:
         if dtype is None:
             raise ValueError("the node being translated has no tensor output metadata")
         return dtype
+
+    def out_is_read(self, index: int) -> bool:
+        """Whether anything reads output `index` of the node being translated.
+
+        A multi-output op whose caller drops an output (e.g. the vectors of `_linalg_svd`
+        when only singular values are used) may return any value of the right shape for it.
+        """
+        return self.out_read[index] if index < len(self.out_read) else True
 
     def subgraph(self, inputs: Sequence[ir.Value], name: str) -> GraphBuilder:
         """A builder for a nested graph (If/Loop/Scan bodies) sharing this model's names."""

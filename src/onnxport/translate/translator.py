@@ -16,6 +16,7 @@ The translator owns all node bookkeeping, so translations only build math:
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
 import re
 from collections.abc import Sequence
@@ -326,6 +327,8 @@ class Translator:
         val = node_value(node)
         vals = val if isinstance(val, (tuple, list)) else (val,)
         g.out_vals = tuple(vals)
+        g.out_read = _outputs_read(node, len(vals))
+        g.fx_node = node
         g.out_dtypes = tuple(_ir_dtype_of(v) for v in vals)
         try:
             args, kwargs = bind(target, node.args, node.kwargs, self._convert,
@@ -337,6 +340,7 @@ class Translator:
             raise _with_context(
                 TranslationError(f"{type(e).__name__}: {e}"), node, ctx, translation.location
             ) from e
+        g.fx_node = None
         result = self._finish(node, result, val, self._value_name(node))
         self._bind(node, result)
         if target is not node.target:
@@ -444,6 +448,19 @@ def _with_context(error: OnnxExporterError, node: torch.fx.Node, ctx: NodeContex
     )
     return TranslationError(message, node=node.name, target=target, module_path=ctx.module_path,
                             source=ctx.source)
+
+
+def _outputs_read(node: torch.fx.Node, count: int) -> tuple[bool, ...]:
+    """For each output of a multi-output node, whether a `getitem` of it has users."""
+    if count < 2:
+        return (True,) * count
+    read = [False] * count
+    for user in node.users:
+        if user.target is not operator.getitem or not isinstance(user.args[1], int):
+            return (True,) * count
+        if user.users:
+            read[user.args[1]] = True
+    return tuple(read)
 
 
 def _ir_dtype_of(val: Any) -> ir.DataType | None:
