@@ -1,16 +1,19 @@
 """Generate docs/ops.md from the registry and the OpInfo test table.
 
-    python tools/gen_ops_doc.py [--results results.xml]
+    python tools/gen_ops_doc.py [--results results.xml] [--sweep sweep.jsonl ...]
 
 Lists every translated overload, the ONNX operators its translation emits, the OpInfo
 entries and dtypes that test it, and the known gaps (xfail/skip reasons) from the test table.
 With --results (a pytest JUnit XML file of tests/ops/test_ops.py), adds pass/xfail/fail counts.
+With --sweep (JSONL records of benchmarks/bench_opinfo.py), adds the sweep's pass rates per
+dtype and every (OpInfo, dtype) that fails, with its first error.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -20,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from onnxport.translate import default_registry  # noqa: E402
+from onnxport.translate.complex import COMPLEX  # noqa: E402
 from onnxport.translate.registry import target_name  # noqa: E402
 from tests.ops.op_db import OP_TESTS, emitted_ops  # noqa: E402
 
@@ -42,9 +46,40 @@ def test_results(path: str | None) -> dict[str, str]:
     return out
 
 
+def sweep_section(paths: list[str]) -> list[str]:
+    """Pass rates per dtype and the failing (op, dtype) pairs of onnxport in the sweep."""
+    records: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                if "onnxport" in r:
+                    records[(r["op"], r["dtype"])] = r
+    if not records:
+        return []
+    lines = ["## OpInfo sweep", "",
+             "`python benchmarks/bench_opinfo.py` (2 samples per op and dtype; outputs that depend",
+             "on a random draw or uninitialized memory are compared in shape and dtype only):", "",
+             "| dtype | ops tried | pass | % |", "| --- | --- | --- | --- |"]
+    by_dtype: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for r in records.values():
+        by_dtype[r["dtype"]].append(r)
+    for dtype, rows in by_dtype.items():
+        ok = sum(1 for r in rows if r["onnxport"]["ok"])
+        lines.append(f"| {dtype} | {len(rows)} | {ok} | {100 * ok / len(rows):.1f} |")
+    lines += ["", "### What does not export, and why", "",
+              "| OpInfo | dtype | first error |", "| --- | --- | --- |"]
+    for (op, dtype), r in sorted(records.items()):
+        if not r["onnxport"]["ok"]:
+            error = r["onnxport"]["error"].replace("|", "\\|").split(" first used by")[0][:220]
+            lines.append(f"| `{op}` | {dtype} | {error} |")
+    return [*lines, ""]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--results")
+    parser.add_argument("--sweep", nargs="*", default=[])
     parser.add_argument("--out", default=str(ROOT / "docs" / "ops.md"))
     ns = parser.parse_args()
     results = test_results(ns.results)
@@ -70,9 +105,19 @@ def main() -> None:
         "`operator.getitem` and SymInt arithmetic). Each OpInfo entry exports its samples,",
         "runs them in ONNX Runtime and compares with eager PyTorch.",
         "",
+        *sweep_section(ns.sweep),
+        "## Translations",
+        "",
         "| target | ONNX ops | tested by (OpInfo entry: dtypes) | known gaps |",
         "| --- | --- | --- | --- |",
         *rows,
+        "",
+        "## Translations for complex tensors",
+        "",
+        "Complex tensors travel as real pairs (shape + [2]); a node that reads or writes one is",
+        "translated by its entry here (`onnxport.translate.complex.register_complex`):",
+        "",
+        ", ".join(f"`{target_name(t)}`" for t in sorted(COMPLEX.targets(), key=target_name)),
         "",
     ])
     Path(ns.out).write_text(text)
