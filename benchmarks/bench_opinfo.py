@@ -120,6 +120,9 @@ def sweep_op(opinfo: Any, dtype: torch.dtype, exporters: tuple[str, ...], max_sa
     prepared = []
     for sample in samples:
         module, tensors = sample_module(opinfo.op, sample)
+        # Samples may share tensors that an op mutates (batch norm's running stats): each
+        # exporter gets copies of the values this sample's eager run started from.
+        originals = tuple(t.clone() for t in tensors)
         try:
             with time_limit(timeout), torch.no_grad():
                 expected = flatten_outputs(module(*tensors))
@@ -127,7 +130,7 @@ def sweep_op(opinfo: Any, dtype: torch.dtype, exporters: tuple[str, ...], max_sa
             continue
         if not expected:
             continue
-        prepared.append((module, tensors, expected))
+        prepared.append((module, originals, expected))
     if not prepared:
         return None
     record: dict[str, Any] = {"op": opinfo_id(opinfo), "dtype": str(dtype).replace("torch.", ""),
@@ -137,7 +140,7 @@ def sweep_op(opinfo: Any, dtype: torch.dtype, exporters: tuple[str, ...], max_sa
         for i, (module, tensors, expected) in enumerate(prepared):
             try:
                 with time_limit(timeout):
-                    if RUNNERS[name](module, tensors, expected):
+                    if RUNNERS[name](module, tuple(t.clone() for t in tensors), expected):
                         record["random"] = True
                 passed += 1
             except Exception as e:  # noqa: BLE001  (counted and reported; the sweep goes on)
