@@ -87,6 +87,15 @@ def test_clamp_nan_propagation_and_none_bounds() -> None:
                        (x, lo, hi))
 
 
+def test_clamp_bool_is_or_and() -> None:
+    # ONNX Max/Min have no bool kernels: clamp_min is Or, clamp_max is And on bools.
+    x = torch.tensor([[True, False], [False, True]])
+    bound = torch.tensor([True, False])
+    # (Eager has only the tensor-bound bool kernels.)
+    export_and_compare(Fn(lambda t, b: (torch.clamp_min(t, b), torch.clamp_max(t, b),
+                                        t.clamp(min=b))), (x, bound))
+
+
 def test_clamp_int_with_float_bound_promotes() -> None:
     export_and_compare(Fn(lambda t: t.clamp(min=0.5)), (torch.arange(-3, 3),))
 
@@ -315,3 +324,25 @@ def test_dynamic_shapes() -> None:
                                  dynamic_shapes=(({0: batch}, None),))
     actual = program(torch.randn(5, 4, 6), torch.rand(4))
     assert actual[0].shape == (5, 4, 6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool])
+def test_addr_beta_zero_ignores_self_and_broadcasts(dtype: torch.dtype) -> None:
+    vec1, vec2 = torch.arange(1, 4).to(dtype), torch.arange(-2, 2).to(dtype)
+    if dtype.is_floating_point:
+        self_ = torch.tensor([NAN, 1.0, 2.0, 3.0], dtype=dtype)  # broadcast over rows
+        beta, alpha = 0.5, 1.5
+    else:
+        self_ = torch.tensor([1, 0, 1, 0]).to(dtype)
+        beta, alpha = (True, True) if dtype == torch.bool else (3, 2)
+    export_and_compare(Fn(lambda s, a, b: (torch.addr(s, a, b, beta=0, alpha=alpha),
+                                           torch.addr(s, a, b, beta=beta, alpha=alpha))),
+                       (self_, vec1, vec2))
+
+
+def test_float16_chain_keeps_atens_per_op_rounding() -> None:
+    # ATen rounds erf(x / sqrt(2)) to float16 (-1 here), so ndtr(-3.97) is exactly 0; ORT would
+    # keep the chain in float32 unless each op casts its float32 result back explicitly.
+    x = torch.tensor([-3.97265625, -3.89453125, -1.765625, 0.5], dtype=torch.float16)
+    export_and_compare(Fn(lambda t: (torch.special.ndtr(t), torch.logit(t.abs() / 4),
+                                     torch.add(t, t, alpha=0.3))), (x,))

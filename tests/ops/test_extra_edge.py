@@ -259,3 +259,55 @@ def _compare_both(model: torch.nn.Module, args: tuple[torch.Tensor, ...], dynamo
     assert len(outputs) == len(expected)
     for out, exp in zip(outputs, expected):
         torch.testing.assert_close(torch.from_numpy(out), exp, equal_nan=True)
+
+
+# -- sorting (indexing.sort_order) ----------------------------------------------------------------
+_NAN_TIES = torch.tensor([[1.0, NAN, -0.0, 0.0, -INF, NAN, INF, 0.0, -1.0, 1.0],
+                          [NAN, NAN, NAN, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0]])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+@pytest.mark.parametrize("descending", [False, True])
+def test_stable_sort_nan_and_signed_zero(dtype: torch.dtype, descending: bool) -> None:
+    # NaN sorts above +inf (last ascending, first descending); -0.0 and 0.0 tie, kept in order.
+    x = _NAN_TIES.to(dtype)
+    check(lambda a: torch.sort(a, dim=-1, descending=descending, stable=True), x)
+    check(lambda a: torch.argsort(a, dim=0, descending=descending, stable=True), x)
+
+
+@pytest.mark.parametrize("largest", [False, True])
+def test_topk_nan_counts_as_largest(largest: bool) -> None:
+    x = torch.tensor([[1.0, NAN, -2.0, 0.0, -INF, 3.0, INF, 0.5, -1.0, 4.0]])
+    check(lambda a: torch.topk(a, 4, dim=-1, largest=largest), x)
+    check(lambda a: torch.topk(a, 4, dim=-1, largest=largest), x.half())
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_stable_sort_bool(descending: bool) -> None:
+    x = torch.tensor([[True, False, True, False, False, True], [False] * 3 + [True] * 3])
+    check(lambda a: torch.sort(a, dim=-1, descending=descending, stable=True), x)
+
+
+# -- bool scatter reductions (indexing._reduction_dtype) -------------------------------------------
+def test_index_add_bool_is_or() -> None:
+    x = torch.tensor([[True, False, False], [False, False, False]])
+    src = torch.tensor([[False, True, False], [True, False, False], [True, True, False]])
+    index = torch.tensor([0, 1, 1])
+    check(lambda a, s, i: torch.index_add(a, 0, i, s), x, src, index)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [False, True])
+def test_scatter_reduce_bool(reduce: str, include_self: bool) -> None:
+    x = torch.tensor([True, False, True, False])
+    src = torch.tensor([True, False, False, True, True, False])
+    index = torch.tensor([0, 0, 1, 1, 2, 2])
+    check(lambda a, s, i: a.scatter_reduce(0, i, s, reduce, include_self=include_self),
+          x, src, index)
+
+
+def test_renorm_float16_converts_element_type() -> None:
+    # torch's renorm decomposition converts the float32 scale back with
+    # prims.convert_element_type.
+    x = torch.randn(3, 4, 5, dtype=torch.float16)
+    check(lambda a: torch.renorm(a, 2, 1, 1.5), x)

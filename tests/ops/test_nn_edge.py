@@ -454,3 +454,29 @@ def test_batch_norm_no_update() -> None:
     args = (torch.randn(4, 3, 5), torch.randn(3), torch.randn(3), torch.randn(3),
             torch.rand(3) + 0.5)
     export_and_compare(Fn(fn), args, rtol=1e-5, atol=1e-5)
+
+
+# -- float16: matching ATen's own rounding ------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["batch_norm", "instance_norm"])
+def test_norm_float16_uses_rounded_statistics(which: str) -> None:
+    """ATen normalizes half inputs with the float statistics rounded to float16 (the dtype of
+    save_mean/save_invstd); computing with the unrounded ones is off by an ulp in many places."""
+    torch.manual_seed(0)
+    x = (torch.randn(4, 3, 6, 7) * 3 + 1).half()
+    w, b = torch.randn(3).half(), torch.randn(3).half()
+    if which == "batch_norm":
+        m = Fn(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=1e-3))
+    else:
+        m = Fn(lambda x, w, b: F.instance_norm(x, weight=w, bias=b))
+    export_and_compare(m, (x, w, b))
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_soft_margin_loss_rounds_like_aten(reduction: str, dtype: torch.dtype) -> None:
+    """In float16 torch's exp(-x*y) overflows to inf past 11.1, and so does the export."""
+    x = torch.tensor([[-12.0, 0.5, 3.0], [1e-4, -2.0, 20.0]], dtype=dtype)
+    y = torch.tensor([[1.0, -1.0, 1.0], [1.0, 1.0, -1.0]], dtype=dtype)
+    m = Fn(lambda x, y: F.soft_margin_loss(x, y, reduction=reduction))
+    export_and_compare(m, (x, y))

@@ -38,9 +38,22 @@ def _schema_line(target: Any) -> str:
     return str(target._schema).removeprefix("aten::")
 
 
+def _rounded_op(g: GraphBuilder, op_type: str, dtype: ir.DataType, *inputs: Any) -> Tensor:
+    """`op_type` on `inputs` as ATen computes it in `dtype`: half types in float32, rounded once.
+
+    ONNX Runtime lacks float16 kernels for most ops and runs them in float32, dropping the
+    float16 rounding between consecutive ones (even a Cast to float16 feeding such an op).
+    Explicit float32 compute with a Cast back to `dtype` after each op keeps ATen's rounding:
+    ORT does not remove a float32 -> float16 -> float32 Cast pair it did not insert.
+    """
+    compute = _opmath(dtype)
+    out = g.op(op_type, *(cast(g, x, compute) for x in inputs))
+    return cast(g, out, dtype)
+
+
 def _unary(op_type: str):  # type: ignore[no-untyped-def]
     def translate(g: GraphBuilder, self: Tensor) -> Tensor:
-        return g.op(op_type, cast(g, self, g.out_dtype()))
+        return _rounded_op(g, op_type, g.out_dtype(), self)
 
     translate.__name__ = f"aten_{op_type.lower()}"
     return translate
@@ -107,7 +120,10 @@ def _axpy(g: GraphBuilder, op_type: str, x: Any, y: Any, alpha: Any) -> Tensor:
     """x + alpha * y (or x - alpha * y) in the output dtype, as ATen computes it."""
     dtype = g.out_dtype()
     # ATen rounds alpha * y to the output dtype before adding (float16 included).
-    return g.op(op_type, cast(g, x, dtype), _scaled(g, cast(g, y, dtype), alpha))
+    y = cast(g, y, dtype)
+    if alpha != 1:
+        y = _rounded_op(g, "Mul", dtype, y, g.const(alpha, dtype))
+    return _rounded_op(g, op_type, dtype, x, y)
 
 
 @register(aten.add.Tensor)
@@ -156,7 +172,7 @@ def aten_mul(g: GraphBuilder, self: Tensor, other: Any) -> Tensor:
     dtype = g.out_dtype()
     a, b = cast(g, self, dtype), cast(g, other, dtype)
     # bool * bool is logical and in ATen; ONNX Mul has no bool kernel.
-    return g.op("And" if dtype == BOOL else "Mul", a, b)
+    return g.op("And", a, b) if dtype == BOOL else _rounded_op(g, "Mul", dtype, a, b)
 
 
 @register(aten.square.default)
@@ -170,7 +186,7 @@ def aten_square(g: GraphBuilder, self: Tensor) -> Tensor:
 def aten_div(g: GraphBuilder, self: Tensor, other: Any) -> Tensor:
     """div.Tensor(Tensor self, Tensor other) -> Tensor"""
     dtype = g.out_dtype()
-    return g.op("Div", cast(g, self, dtype), cast(g, other, dtype))
+    return _rounded_op(g, "Div", dtype, cast(g, self, dtype), cast(g, other, dtype))
 
 
 def _trunc_float(g: GraphBuilder, x: Tensor) -> Tensor:
@@ -436,7 +452,9 @@ def aten_logit(g: GraphBuilder, self: Tensor, eps: float | None = None) -> Tenso
     x = cast(g, self, dtype)
     if eps is not None:
         x = g.op("Clip", x, g.const(eps, like=x), g.const(1 - eps, like=x))
-    return g.op("Log", g.op("Div", x, g.op("Sub", g.const(1, like=x), x)))
+    # ATen's kernel rounds 1 - x and x / (1 - x) to the dtype (float16 included) before Log.
+    ratio = _rounded_op(g, "Div", dtype, x, _rounded_op(g, "Sub", dtype, g.const(1, dtype), x))
+    return _rounded_op(g, "Log", dtype, ratio)
 
 
 @register(aten.xlogy.Tensor, aten.xlogy.Scalar_Self, aten.xlogy.Scalar_Other)
@@ -624,10 +642,11 @@ def _clamp(g: GraphBuilder, self: Tensor, min: Any, max: Any) -> Tensor:
     dtype = g.out_dtype()
     x = cast(g, self, dtype)
     # ORT's Max/Min propagate NaN from either side, as ATen's clamp does; min > max gives max.
+    # ONNX Max/Min have no bool kernels: on bools max is Or and min is And.
     if min is not None:
-        x = g.op("Max", x, cast(g, min, dtype))
+        x = g.op("Or" if dtype == BOOL else "Max", x, cast(g, min, dtype))
     if max is not None:
-        x = g.op("Min", x, cast(g, max, dtype))
+        x = g.op("And" if dtype == BOOL else "Min", x, cast(g, max, dtype))
     return x
 
 
@@ -745,6 +764,29 @@ def aten_addcdiv(g: GraphBuilder, self: Tensor, tensor1: Tensor, tensor2: Tensor
     a, t1, t2 = (cast(g, t, compute) for t in (self, tensor1, tensor2))
     # ATen's order, in float32 for half types: self + value * (tensor1 / tensor2).
     return cast(g, g.op("Add", a, _scaled(g, g.op("Div", t1, t2), value)), dtype)
+
+
+@register(aten.addr.default)
+def aten_addr(g: GraphBuilder, self: Tensor, vec1: Tensor, vec2: Tensor, *, beta: Any = 1,
+              alpha: Any = 1) -> Tensor:
+    """addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    dtype = g.out_dtype()
+    column = g.op("Unsqueeze", cast(g, vec1, dtype), g.const([1], ir.DataType.INT64))
+    row = cast(g, vec2, dtype)
+    if dtype == BOOL:
+        # ATen: (beta && self) || (alpha && vec1 && vec2).
+        outer = g.op("And", g.op("And", column, row), g.const(bool(alpha), BOOL))
+        if not beta:
+            return outer
+        return g.op("Or", cast(g, self, BOOL), outer)
+    # ATen's kernel, each step rounded to the dtype (beta and alpha too):
+    # beta * self + (alpha * vec1) * vec2, and self is not read at all when beta == 0.
+    outer = _rounded_op(g, "Mul", dtype,
+                        _rounded_op(g, "Mul", dtype, g.const(alpha, dtype), column), row)
+    if not beta:
+        return outer
+    scaled = _rounded_op(g, "Mul", dtype, g.const(beta, dtype), cast(g, self, dtype))
+    return _rounded_op(g, "Add", dtype, scaled, outer)
 
 
 @register(aten.erfc.default, prims.erfc.default)

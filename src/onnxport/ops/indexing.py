@@ -48,9 +48,13 @@ def _same_shape(value: Tensor, like: Tensor) -> Tensor:
 
 
 def _reduction_dtype(dtype: ir.DataType, reduction: str | None) -> ir.DataType:
-    # ONNX Runtime's ScatterElements/ScatterND lack float16 kernels for reductions.
+    # ONNX Runtime's ScatterElements/ScatterND lack float16 and bool kernels for reductions.
+    # Bools reduce as 0/1 int32 and cast back (nonzero is True): add and max are Or, mul and
+    # min are And, as ATen's bool kernels give.
     if reduction is not None and dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16):
         return ir.DataType.FLOAT
+    if reduction is not None and dtype == _BOOL:
+        return ir.DataType.INT32
     return dtype
 
 
@@ -663,12 +667,33 @@ def _sort_key(g: GraphBuilder, x: Tensor) -> Tensor:
     return cast(g, x, ir.DataType.INT32)
 
 
+def sort_order(g: GraphBuilder, x: Tensor, k: Any, axis: int, largest: bool) -> Tensor:
+    """Indices of the first `k` of a stable sort of `x` along `axis` (ascending unless `largest`).
+
+    TopK breaks ties by the lower index first, in both directions: a stable sort. TopK's
+    NaN order is unspecified, while torch orders NaN above everything (last ascending, first
+    descending): floats sort with NaN as +inf, then NaN-ness sorts the result once more.
+    """
+    key = _sort_key(g, x)
+    k_list = int_list(g, [k])
+    if key.dtype is None or not key.dtype.is_floating_point():
+        _, order = g.op("TopK", key, k_list, axis=axis, largest=int(largest), sorted=1, outputs=2)
+        return order
+    n = int_list(g, [dim_size(g, x, axis)])
+    is_nan = g.op("IsNaN", key)
+    key = g.op("Where", is_nan, g.const(np.inf, key.dtype), key)
+    _, order = g.op("TopK", key, n, axis=axis, largest=int(largest), sorted=1, outputs=2)
+    nan_key = g.op("GatherElements", cast(g, is_nan, ir.DataType.INT32), order, axis=axis)
+    _, reorder = g.op("TopK", nan_key, k_list, axis=axis, largest=int(largest), sorted=1,
+                      outputs=2)
+    return g.op("GatherElements", order, reorder, axis=axis)
+
+
 def _topk(g: GraphBuilder, x: Tensor, k: Any, dim: int, largest: bool) -> tuple[Tensor, Tensor]:
     if rank(x) == 0:
         return x, g.const(0, _I64)
     axis = normalize_dim(dim, rank(x))
-    _, indices = g.op("TopK", _sort_key(g, x), int_list(g, [k]), axis=axis,
-                      largest=int(largest), sorted=1, outputs=2)
+    indices = sort_order(g, x, k, axis, largest)
     # Values are read back from x so they keep x's dtype and bits.
     return g.op("GatherElements", x, indices, axis=axis), indices
 
@@ -685,7 +710,7 @@ def aten_sort(g: GraphBuilder, self: Tensor, dim: int = -1,
 def aten_sort_stable(g: GraphBuilder, self: Tensor, *, stable: bool | None, dim: int = -1,
                      descending: bool = False) -> tuple[Tensor, Tensor]:
     """sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""  # noqa: E501
-    # TopK breaks ties by the lower index first, which is exactly a stable sort.
+    # sort_order is stable whatever `stable` says (an unstable sort may order ties any way).
     return aten_sort(g, self, dim, descending)
 
 

@@ -1,4 +1,4 @@
-"""Losses with no ATen decomposition: the chunked linear_cross_entropy custom ops.
+"""Losses: soft_margin_loss (to round as ATen does), the chunked linear_cross_entropy custom ops.
 
 `F.linear_cross_entropy(..., options=...)` calls two `torch_nn::` custom ops that compute the
 logits batch-chunk by chunk (to bound memory in eager mode). In ONNX the chunking has no
@@ -17,9 +17,37 @@ from onnxport import _dtypes
 from onnxport.errors import TranslationError
 from onnxport.ops._helpers import cast
 from onnxport.ops.reduction import logsumexp
-from onnxport.translate import GraphBuilder, Tensor, register
+from onnxport.translate import GraphBuilder, Tensor, aten, register
 
 torch_nn = torch.ops.torch_nn
+_HALF = (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
+
+
+@register(aten.soft_margin_loss.default)
+def aten_soft_margin_loss(g: GraphBuilder, self: Tensor, target: Tensor,
+                          reduction: int = 1) -> Tensor:
+    """soft_margin_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor"""
+    out = g.out_dtype()
+    # ATen evaluates log1p(exp(-self * target)) op by op in the input dtype: for half types each
+    # step is rounded to it (exp overflows to inf beyond 11.1 in float16). ORT has no float16
+    # kernels for these ops and would run the whole chain in float32 unrounded, so compute in
+    # float (double for log1p, which loses small arguments in float32) and round explicitly.
+    compute = ir.DataType.FLOAT if out in _HALF else out
+
+    def rounded(v: Tensor) -> Tensor:
+        return cast(g, cast(g, v, out), compute) if out in _HALF else v
+
+    z = rounded(g.op("Mul", g.op("Neg", cast(g, self, compute)), cast(g, target, compute)))
+    e = rounded(g.op("Exp", z))
+    wide = ir.DataType.DOUBLE if compute != ir.DataType.DOUBLE else compute
+    e_wide = cast(g, e, wide)
+    loss = cast(g, g.op("Log", g.op("Add", e_wide, g.const(1.0, wide))), out)
+    if reduction == 0:
+        return loss
+    # ATen reduces half types with a float accumulator.
+    loss = cast(g, loss, compute)
+    reduced = g.op("ReduceMean" if reduction == 1 else "ReduceSum", loss, keepdims=0)
+    return cast(g, reduced, out)
 
 
 def _per_sample_loss(g: GraphBuilder, input: Tensor, linear_weight: Tensor, target: Tensor,

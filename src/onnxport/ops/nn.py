@@ -23,12 +23,25 @@ from onnxport.translate import GraphBuilder, Tensor, aten, register
 
 _HALF = (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 _INT_MAX = 2**62
+# ONNX Runtime CPU kernels (of those used here) that have a float64 implementation
+_DOUBLE_KERNELS = frozenset({"MaxPool"})
 
 
-def _compute_dtype(x: Tensor) -> ir.DataType:
-    """float32 for half types, which ORT's CPU NN kernels mostly lack; else x's dtype."""
+def _compute_dtype(x: Tensor, op: str = "Conv") -> ir.DataType:
+    """The dtype to run ONNX Runtime's CPU kernel `op` (Conv, ConvTranspose, a pool, ...) in.
+
+    float32 for half types, which those kernels mostly lack. Integer types have no kernels at
+    all: MaxPool runs in float64 (exact for |x| < 2**53); Conv, ConvTranspose and AveragePool
+    exist only for float32, where integers are exact only while every value, product and window
+    sum stays below 2**24, so integer inputs with static spatial sizes take the exact int64
+    path instead (_int_conv, _avg_pool) and only dynamic ones run in float32.
+    """
     assert x.dtype is not None
-    return ir.DataType.FLOAT if x.dtype in _HALF else x.dtype
+    if x.dtype in _HALF:
+        return ir.DataType.FLOAT
+    if x.dtype.is_integer():
+        return ir.DataType.DOUBLE if op in _DOUBLE_KERNELS else ir.DataType.FLOAT
+    return x.dtype
 
 
 def _ints(value: Any, n: int) -> list[int]:
@@ -80,6 +93,88 @@ def _channel_shape(num_spatial: int) -> list[int]:
     return [-1] + [1] * num_spatial
 
 
+# -- exact integer windows -------------------------------------------------------------------
+# ONNX Runtime has no integer Conv/ConvTranspose/AveragePool kernel, and float32 (its only
+# kernel) is exact only below 2**24. With static spatial sizes, integer convolution and
+# average pooling are instead computed exactly in int64 (wrapping like torch's integer
+# arithmetic): a Gather collects every window (a precomputed index per output position and
+# kernel offset) and an Einsum or ReduceSum combines it.
+
+def _static_sizes(x: Tensor, n: int) -> list[int] | None:
+    """The last n (spatial) sizes of x when all are static, else None."""
+    if x.shape is None or len(x.shape) < n:
+        return None
+    sizes = [x.shape[len(x.shape) - n + i] for i in range(n)]
+    return [int(v) for v in sizes] if all(isinstance(v, int) for v in sizes) else None
+
+
+def _window_index(sizes: list[int], outs: list[int], kernel: list[int], strides: list[int],
+                  dilations: list[int], pads: list[int], transposed: bool) -> np.ndarray:
+    """(prod(outs), prod(kernel)) flat input positions each output reads per kernel offset.
+
+    A read of padding (or, transposed, of no input) gets position prod(sizes): a zero appended
+    to the flattened input. A convolution reads input o*s - p + k*d; a transposed one the
+    input i with i*s - p + k*d = o.
+    """
+    n = len(sizes)
+    flat = np.zeros([*outs, *kernel], dtype=np.int64)
+    valid = np.ones([*outs, *kernel], dtype=bool)
+    step = 1
+    for j in reversed(range(n)):
+        o = np.arange(outs[j]).reshape([-1 if a == j else 1 for a in range(2 * n)])
+        k = np.arange(kernel[j]).reshape([-1 if a == n + j else 1 for a in range(2 * n)])
+        if transposed:
+            t = o + pads[j] - k * dilations[j]
+            i = t // strides[j]
+            ok = (t % strides[j] == 0) & (i >= 0) & (i < sizes[j])
+        else:
+            i = o * strides[j] - pads[j] + k * dilations[j]
+            ok = (i >= 0) & (i < sizes[j])
+        flat = flat + i * step
+        valid = valid & ok
+        step *= sizes[j]
+    flat = np.where(valid, flat, step)
+    return flat.reshape(math.prod(outs), math.prod(kernel))
+
+
+def _gather_windows(g: GraphBuilder, x: Tensor, sizes: list[int], index: np.ndarray) -> Tensor:
+    """(N, C, *sizes) -> (N, C, L, K): the input at every window position of `index`."""
+    flat = g.op("Reshape", x, g.const([0, 0, math.prod(sizes)], ir.DataType.INT64))
+    flat = g.op("Pad", flat, g.const([0, 0, 0, 0, 0, 1], ir.DataType.INT64))
+    return g.op("Gather", flat, g.const(index, ir.DataType.INT64), axis=2)
+
+
+def _int_conv(g: GraphBuilder, x: Tensor, w: Tensor, b: Tensor | None, sizes: list[int],
+              kernel: list[int], strides: list[int], dilations: list[int], pads: list[int],
+              transposed: bool, extra: list[int], groups: int) -> Tensor:
+    """Exact int64 convolution of batched x (see above); pads are begin + end."""
+    n = len(sizes)
+    begin, end = pads[:n], pads[n:]
+    if transposed:
+        outs = [(v - 1) * s - p + d * (k - 1) + e + 1 - q for v, s, p, q, d, k, e
+                in zip(sizes, strides, begin, end, dilations, kernel, extra)]
+    else:
+        outs = [(v + p + q - d * (k - 1) - 1) // s + 1 for v, s, p, q, d, k
+                in zip(sizes, strides, begin, end, dilations, kernel)]
+    index = _window_index(sizes, outs, kernel, strides, dilations, begin, transposed)
+    cols = _gather_windows(g, x, sizes, index)
+    assert w.shape is not None
+    in_per_group = int(w.shape[0]) // groups if transposed else int(w.shape[1])
+    out_channels = int(w.shape[1]) * groups if transposed else int(w.shape[0])
+    cols = g.op("Reshape", cols, g.const([0, groups, in_per_group, *index.shape], ir.DataType.INT64))
+    per_group = [in_per_group, out_channels // groups]
+    if transposed:  # weight (C_in, C_out / groups, *kernel)
+        w = g.op("Reshape", w, g.const([groups, *per_group, index.shape[1]], ir.DataType.INT64))
+        y = g.op("Einsum", cols, w, equation="ngclk,gcok->ngol")
+    else:  # weight (C_out, C_in / groups, *kernel)
+        w = g.op("Reshape", w, g.const([groups, *per_group[::-1], index.shape[1]], ir.DataType.INT64))
+        y = g.op("Einsum", cols, w, equation="ngclk,gock->ngol")
+    y = g.op("Reshape", y, g.const([0, out_channels, *outs], ir.DataType.INT64))
+    if b is not None:
+        y = g.op("Add", y, g.op("Reshape", b, g.const(_channel_shape(n), ir.DataType.INT64)))
+    return y
+
+
 # -- convolution -----------------------------------------------------------------------------
 
 def _conv(g: GraphBuilder, input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any,
@@ -88,7 +183,9 @@ def _conv(g: GraphBuilder, input: Tensor, weight: Tensor, bias: Tensor | None, s
     if isinstance(groups, ir.Value):
         raise TranslationError("a dynamic (SymInt) number of groups")
     out_dtype = g.out_dtype()
-    compute = _compute_dtype(input)
+    sizes, kernel_sizes = _static_sizes(input, n), _static_sizes(weight, n)
+    exact = input.dtype.is_integer() and sizes is not None and kernel_sizes is not None
+    compute = ir.DataType.INT64 if exact else _compute_dtype(input)
     x, unbatched = _add_batch(g, input, n)
     x = cast(g, x, compute)
     w = cast(g, weight, compute)
@@ -110,7 +207,11 @@ def _conv(g: GraphBuilder, input: Tensor, weight: Tensor, bias: Tensor | None, s
         pads = _ints(padding, n) * 2
     attrs: dict[str, Any] = {"strides": strides, "dilations": dilations, "pads": pads,
                              "group": int(groups)}
-    if transposed:
+    if exact:
+        assert sizes is not None and kernel_sizes is not None
+        y = _int_conv(g, x, w, b, sizes, kernel_sizes, strides, dilations, pads, transposed,
+                      _ints(output_padding, n) if transposed else [0] * n, int(groups))
+    elif transposed:
         extra = _ints(output_padding, n)
         if all(e < s for e, s in zip(extra, strides)):
             y = g.op("ConvTranspose", x, w, b, output_padding=extra, **attrs)
@@ -207,7 +308,7 @@ def _max_pool(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[in
     dtype = self.dtype
     assert dtype is not None
     x, unbatched = _add_batch(g, self, n)
-    x = cast(g, x, _compute_dtype(self))
+    x = cast(g, x, _compute_dtype(self, "MaxPool"))
     attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads * 2,
              "dilations": dilations, "ceil_mode": int(bool(ceil_mode))}
     if not with_indices:
@@ -268,10 +369,12 @@ def _avg_pool(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[in
               ceil_mode: bool, count_include_pad: bool, divisor_override: int | None, n: int) -> Tensor:
     dtype = self.dtype
     assert dtype is not None
-    compute = _compute_dtype(self)
+    # integers with static sizes: exact int64 window sums, below; else float (_compute_dtype)
+    exact = dtype.is_integer() and _static_sizes(self, n) is not None
+    compute = ir.DataType.INT64 if exact else _compute_dtype(self, "AveragePool")
     x, unbatched = _add_batch(g, self, n)
     x = cast(g, x, compute)
-    if not ceil_mode and divisor_override is None:
+    if not ceil_mode and divisor_override is None and not exact:
         # Without ceil mode every window lies in the padded input, where ONNX's divisor
         # (kernel size, or the valid count without count_include_pad) equals torch's.
         y = g.op("AveragePool", x, kernel_shape=kernel, strides=strides, pads=pads * 2,
@@ -284,15 +387,24 @@ def _avg_pool(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[in
         raise TranslationError("avg_pool with ceil_mode or divisor_override on dynamic spatial sizes")
     outs = [_pool_out_size(v, k, s, p, ceil_mode) for v, k, s, p in zip(sizes, kernel, strides, pads)]
     extra = [max(0, (o - 1) * s + k - (v + 2 * p)) for o, v, k, s, p in zip(outs, sizes, kernel, strides, pads)]
+    if divisor_override is not None:
+        divisors: Any = float(divisor_override)
+    else:
+        divisors = _avg_divisors(sizes, kernel, strides, pads, ceil_mode, count_include_pad)
+    if exact:
+        # Exact int64 window sums (see _window_index), divided with truncation toward zero
+        # like torch's integer avg_pool (ONNX integer Div truncates too).
+        index = _window_index(sizes, outs, kernel, strides, [1] * n, pads, False)
+        cols = _gather_windows(g, x, sizes, index)
+        total = g.op("ReduceSum", cols, g.const([-1], ir.DataType.INT64), keepdims=0)
+        total = g.op("Reshape", total, g.const([0, 0, *outs], ir.DataType.INT64))
+        quotient = g.op("Div", total, g.const(np.asarray(divisors, dtype=np.int64), ir.DataType.INT64))
+        return cast(g, _drop_batch(g, quotient, unbatched), dtype)
     zero_pads = [0, 0, *pads, 0, 0, *[p + e for p, e in zip(pads, extra)]]
     padded = g.op("Pad", x, g.const(zero_pads, ir.DataType.INT64), g.const(0, compute))
     mean = g.op("AveragePool", padded, kernel_shape=kernel, strides=strides)
     total = g.op("Mul", mean, g.const(float(math.prod(kernel)), compute))
-    if divisor_override is not None:
-        divisor = g.const(float(divisor_override), compute)
-    else:
-        divisor = g.const(_avg_divisors(sizes, kernel, strides, pads, ceil_mode, count_include_pad),
-                          compute)
+    divisor = g.const(np.asarray(divisors, dtype=np.float64), compute)
     return cast(g, _drop_batch(g, g.op("Div", total, divisor), unbatched), dtype)
 
 
@@ -517,7 +629,8 @@ def _batch_norm_eval(g: GraphBuilder, input: Tensor, weight: Tensor | None, bias
 
 
 def _batch_stats_norm(g: GraphBuilder, input: Tensor, weight: Tensor | None, bias: Tensor | None,
-                      axes: list[int], eps: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                      axes: list[int], eps: float, round_stats: bool = False
+                      ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Normalize with the batch's own statistics over `axes` (biased variance, as torch).
 
     Returns (normalized output in compute dtype, mean, 1/std, variance), the last three with
@@ -533,6 +646,12 @@ def _batch_stats_norm(g: GraphBuilder, input: Tensor, weight: Tensor | None, bia
     var = g.op("ReduceMean", sq, axes_v, keepdims=1) if g.opset >= 18 else g.op(
         "ReduceMean", sq, axes=axes, keepdims=1)
     rstd = g.op("Reciprocal", g.op("Sqrt", g.op("Add", var, g.const(float(eps), compute))))
+    if round_stats and input.dtype in _HALF:
+        # ATen's CPU batch norm rounds the float statistics to the input dtype (the dtype of
+        # save_mean/save_invstd) before normalizing with them in float: do the same.
+        stat_mean = cast(g, cast(g, mean, input.dtype), compute)
+        stat_rstd = cast(g, cast(g, rstd, input.dtype), compute)
+        return g.op("Mul", g.op("Sub", x, stat_mean), stat_rstd), mean, rstd, var
     return g.op("Mul", diff, rstd), mean, rstd, var
 
 
@@ -540,7 +659,8 @@ def _batch_norm_train(g: GraphBuilder, input: Tensor, weight: Tensor | None, bia
                       eps: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(output, mean, 1/std, biased variance), the statistics per channel."""
     r = rank(input)
-    y, mean, rstd, var = _batch_stats_norm(g, input, weight, bias, [0, *range(2, r)], eps)
+    y, mean, rstd, var = _batch_stats_norm(g, input, weight, bias, [0, *range(2, r)], eps,
+                                           round_stats=True)
     y = _affine(g, y, weight, bias, r, _compute_dtype(input))
     flat = g.const([-1], ir.DataType.INT64)
     return y, g.op("Reshape", mean, flat), g.op("Reshape", rstd, flat), g.op("Reshape", var, flat)
@@ -750,7 +870,8 @@ def aten_instance_norm(g: GraphBuilder, input: Tensor, weight: Tensor | None, bi
         return _batch_norm_eval(g, input, weight, bias, running_mean, running_var, eps)
     r = rank(input)
     compute = _compute_dtype(input)
-    y, _, _, _ = _batch_stats_norm(g, input, None, None, list(range(2, r)), eps)
+    # (ATen runs instance norm as a batch norm over (1, N*C, ...))
+    y, _, _, _ = _batch_stats_norm(g, input, None, None, list(range(2, r)), eps, round_stats=True)
     return cast(g, _affine(g, y, weight, bias, r, compute), g.out_dtype())
 
 

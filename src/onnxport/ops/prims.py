@@ -13,7 +13,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.ops._helpers import cast
-from onnxport.translate import GraphBuilder, Tensor, aten, register
+from onnxport.translate import GraphBuilder, Tensor, aten, prims, register
 
 
 @register(operator.getitem)
@@ -161,3 +161,10 @@ def sym_ite(g: GraphBuilder, b: Any, t: Any, f: Any) -> Any:
     """torch.sym_ite(b, t, f): t if b else f, on symbolic values."""
     dtype = g.out_dtype()
     return g.op("Where", cast(g, b, ir.DataType.BOOL), cast(g, t, dtype), cast(g, f, dtype))
+
+
+@register(prims.convert_element_type.default)
+def prims_convert_element_type(g: GraphBuilder, a: Tensor, dtype: torch.dtype) -> Tensor:
+    """convert_element_type(Tensor a, ScalarType dtype) -> Tensor"""
+    # A plain dtype conversion; the output dtype is `dtype` (also FX's metadata).
+    return cast(g, a, g.out_dtype())

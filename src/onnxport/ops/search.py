@@ -15,7 +15,7 @@ import onnx_ir as ir
 
 from onnxport.errors import TranslationError
 from onnxport.ops._helpers import cast, int_list, normalize_dim, rank
-from onnxport.ops.indexing import _sort_key
+from onnxport.ops.indexing import _sort_key, sort_order
 from onnxport.ops.shape import dim_size
 from onnxport.translate import GraphBuilder, Tensor, aten, register
 
@@ -222,20 +222,7 @@ def aten_logcumsumexp(g: GraphBuilder, self: Tensor, dim: int) -> Tensor:
 # -- order statistics -----------------------------------------------------------------------------
 def _sorted_with_nan_last(g: GraphBuilder, x: Tensor, axis: int) -> tuple[Tensor, Tensor]:
     """A stable ascending sort of `x` along `axis` with NaN after everything (torch's order)."""
-    key = _sort_key(g, x)
-    if _is_float(key):
-        key = g.op("Where", g.op("IsNaN", key), g.const(np.inf, key.dtype), key)
-        # NaN must also sort after +inf: sort by (is_nan, key) using two stable passes.
-        n = _axis_len(g, x, axis)
-        _, order = g.op("TopK", key, int_list(g, [n]), axis=axis, largest=0, sorted=1, outputs=2)
-        nan_key = cast(g, g.op("IsNaN", g.op("GatherElements", x, order, axis=axis)), _I32)
-        _, order2 = g.op("TopK", nan_key, int_list(g, [n]), axis=axis, largest=0, sorted=1,
-                         outputs=2)
-        indices = g.op("GatherElements", order, order2, axis=axis)
-    else:
-        n = _axis_len(g, x, axis)
-        _, indices = g.op("TopK", key, int_list(g, [n]), axis=axis, largest=0, sorted=1,
-                          outputs=2)
+    indices = sort_order(g, x, _axis_len(g, x, axis), axis, largest=False)
     return g.op("GatherElements", x, indices, axis=axis), indices
 
 

@@ -51,8 +51,24 @@ CASES += [
     # sampling.py
     OpTest("cdist", covers=(aten.cdist.default, aten._cdist_forward.default)),
     OpTest("nn.functional.pdist", covers=(aten.pdist.default, aten._pdist_forward.default)),
-    OpTest("nn.functional.grid_sample", covers=(aten.grid_sampler.default,)),
-    OpTest("grid_sampler_2d", covers=(aten.grid_sampler_2d.default,)),
+    # torch's CPU float16 grid sampling computes source coordinates and interpolation weights
+    # in float16; ONNX computes them in float32 (closer to float64). Interpolating modes differ
+    # by a few float16 ulps; nearest with reflection and align_corners=False can pick another
+    # pixel in torch (the reflected float16 coordinate lands on the other side of a .5).
+    OpTest("nn.functional.grid_sample", covers=(aten.grid_sampler.default,),
+           dtypes=(torch.float32, torch.float16))
+    .xfail(dtypes=[torch.float16],
+           when=lambda s: s.kwargs.get("mode") != "nearest" or (
+               s.kwargs.get("padding_mode") == "reflection" and not s.kwargs.get("align_corners")),
+           reason="torch rounds grid coordinates/weights in float16 (see above): max error vs "
+                  "float64 over the 30 samples: bilinear/bicubic torch 0.018, ONNX 0.00096; "
+                  "nearest-reflection sample 28: torch 2.5 (another pixel), ONNX 0"),
+    OpTest("grid_sampler_2d", covers=(aten.grid_sampler_2d.default,),
+           dtypes=(torch.float32, torch.float16))
+    .xfail(dtypes=[torch.float16], when=lambda s: s.args[1] != 1 or (s.args[2] == 2 and not s.args[3]),
+           reason="torch rounds grid coordinates/weights in float16 (see above): max error vs "
+                  "float64 over the 18 samples: bilinear/bicubic torch 0.062, ONNX 0.00097; "
+                  "nearest-reflection sample 10: torch 3.5 (another pixel), ONNX 0"),
     OpTest("nn.functional.embedding_bag",
            covers=(aten.embedding_bag.padding_idx, aten.embedding_bag.default,
                    aten._embedding_bag.default, aten._embedding_bag_forward_only.default),

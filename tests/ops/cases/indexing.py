@@ -31,13 +31,18 @@ CASES = [
     OpTest("take_along_dim", covers=(aten.take_along_dim.default,), dtypes=ALL),
     OpTest("scatter", covers=(aten.scatter.src, aten.scatter.value, aten.scatter.reduce,
                               aten.scatter.value_reduce), dtypes=ALL),
-    OpTest("scatter_add", covers=(aten.scatter_add.default,), dtypes=FIH),
-    OpTest("scatter_reduce", variant="sum", covers=(aten.scatter_reduce.two,), dtypes=FIH),
-    OpTest("scatter_reduce", variant="prod", covers=(aten.scatter_reduce.two,), dtypes=FIH),
-    OpTest("scatter_reduce", variant="amax", covers=(aten.scatter_reduce.two,), dtypes=FIH),
-    OpTest("scatter_reduce", variant="amin", covers=(aten.scatter_reduce.two,), dtypes=FIH),
+    OpTest("scatter_add", covers=(aten.scatter_add.default,), dtypes=ALL),
+    OpTest("scatter_reduce", variant="sum", covers=(aten.scatter_reduce.two,), dtypes=ALL),
+    OpTest("scatter_reduce", variant="prod", covers=(aten.scatter_reduce.two,), dtypes=ALL),
+    OpTest("scatter_reduce", variant="amax", covers=(aten.scatter_reduce.two,), dtypes=ALL),
+    OpTest("scatter_reduce", variant="amin", covers=(aten.scatter_reduce.two,), dtypes=ALL),
     OpTest("scatter_reduce", variant="mean", covers=(aten.scatter_reduce.two,), dtypes=FIH),
-    OpTest("index_add", covers=(aten.index_add.default,), dtypes=FIH),
+    OpTest("index_add", covers=(aten.index_add.default,), dtypes=ALL),
+    OpTest("_unsafe_masked_index_put_accumulate", covers=(aten.index_put.default,), dtypes=ALL)
+    .xfail(dtypes=[F16], reason="ATen accumulates float16 index_put sequentially in float16; "
+           "ScatterND accumulates in float32 (ORT has no float16 reduction kernel) and rounds "
+           "once: against float64 eager's max error is 8.8e-2 abs / 0.13 rel, ours 1.4e-2 abs / "
+           "4.4e-4 rel"),
     OpTest("masked_select", covers=(aten.masked_select.default,), dtypes=ALL),
     OpTest("nn.functional.embedding", covers=(aten.embedding.default,
                                               aten.embedding_renorm.default), dtypes=(F32, F16)),
@@ -55,9 +60,9 @@ CASES = [
     OpTest("meshgrid", variant="variadic_tensors", covers=(aten.meshgrid.indexing,), dtypes=ALL),
     OpTest("nonzero", covers=(aten.nonzero.default, aten.nonzero_numpy.default), dtypes=ALL),
     OpTest("argwhere", covers=(aten.argwhere.default,), dtypes=ALL),
-    OpTest("sort", covers=(aten.sort.default, aten.sort.stable), dtypes=FIH)
+    OpTest("sort", covers=(aten.sort.default, aten.sort.stable), dtypes=ALL)
     .skip(when=_has_ties, reason=_TIES),
-    OpTest("argsort", covers=(aten.argsort.default, aten.argsort.stable), dtypes=FIH)
+    OpTest("argsort", covers=(aten.argsort.default, aten.argsort.stable), dtypes=ALL)
     .skip(when=_has_ties, reason=_TIES),
     OpTest("topk", covers=(aten.topk.default,), dtypes=FIH).skip(when=_has_ties, reason=_TIES),
     OpTest("cumsum", covers=(aten.cumsum.default,), dtypes=ALL)

@@ -17,27 +17,40 @@ CONV_T = (aten.convolution.default, aten.conv_transpose1d.default, aten.conv_tra
           aten.conv_transpose3d.input)
 
 CASES = [
-    OpTest("nn.functional.conv1d", covers=CONV, dtypes=(F32, F16)),
-    OpTest("nn.functional.conv2d", covers=CONV, dtypes=(F32, F16)),
-    OpTest("nn.functional.conv3d", covers=CONV),
-    OpTest("nn.functional.conv_transpose1d", covers=CONV_T),
-    OpTest("nn.functional.conv_transpose2d", covers=CONV_T, dtypes=(F32, F16))
+    OpTest("nn.functional.conv1d", covers=CONV, dtypes=(F32, F16, I64)),
+    OpTest("nn.functional.conv2d", covers=CONV, dtypes=(F32, F16, I64)),
+    OpTest("nn.functional.conv3d", covers=CONV, dtypes=(F32, I64)),
+    OpTest("nn.functional.conv_transpose1d", covers=CONV_T, dtypes=(F32, F16, I64))
+    .xfail(dtypes=[F16], reason="torch's CPU float16 conv_transpose rounds in float16; ONNX computes in "
+           "float32 and is closer to a float64 reference (max error over the 10 samples: torch "
+           "0.056, ONNX 0.030), beyond fp16 rtol"),
+    OpTest("nn.functional.conv_transpose2d", covers=CONV_T, dtypes=(F32, F16, I64))
     .xfail(dtypes=[F16], reason="torch's CPU float16 conv_transpose rounds in float16; ONNX computes in "
            "float32 and is closer to a float64 reference (0.06 vs 0.10 max error), beyond fp16 rtol"),
-    OpTest("nn.functional.conv_transpose3d", covers=CONV_T),
+    OpTest("nn.functional.conv_transpose3d", covers=CONV_T, dtypes=(F32, F16, I64))
+    .xfail(dtypes=[F16], reason="torch's CPU float16 conv_transpose rounds in float16; ONNX computes in "
+           "float32 and is closer to a float64 reference (max error over the 10 samples: torch "
+           "1.05, ONNX 0.24), beyond fp16 rtol"),
     OpTest("nn.functional.max_pool1d", covers=(aten.max_pool1d.default,
                                                aten.max_pool1d_with_indices.default), dtypes=(F32, F16)),
     OpTest("nn.functional.max_pool2d", covers=(aten.max_pool2d.default,
-                                               aten.max_pool2d_with_indices.default), dtypes=(F32, F16)),
+                                               aten.max_pool2d_with_indices.default), dtypes=(F32, F16, I64)),
     OpTest("nn.functional.max_pool3d", covers=(aten.max_pool3d.default,
-                                               aten.max_pool3d_with_indices.default)),
-    OpTest("nn.functional.avg_pool1d", covers=(aten.avg_pool1d.default,), dtypes=(F32,)),
-    OpTest("nn.functional.avg_pool2d", covers=(aten.avg_pool2d.default,), dtypes=(F32, F16)),
-    OpTest("nn.functional.avg_pool3d", covers=(aten.avg_pool3d.default,)),
+                                               aten.max_pool3d_with_indices.default), dtypes=(F32, I64)),
+    OpTest("nn.functional.avg_pool1d", covers=(aten.avg_pool1d.default,), dtypes=(F32, I64)),
+    OpTest("nn.functional.avg_pool2d", covers=(aten.avg_pool2d.default,), dtypes=(F32, F16, I64)),
+    OpTest("nn.functional.avg_pool3d", covers=(aten.avg_pool3d.default,), dtypes=(F32, I64)),
+    OpTest("nn.functional.local_response_norm", covers=(aten.avg_pool2d.default, aten.avg_pool3d.default),
+           dtypes=(F32, I64)),
     OpTest("nn.functional.adaptive_avg_pool1d", covers=(aten.adaptive_avg_pool1d.default,)),
     OpTest("nn.functional.adaptive_avg_pool2d", covers=(aten.adaptive_avg_pool2d.default,),
            dtypes=(F32, F16)),
-    OpTest("nn.functional.adaptive_avg_pool3d", covers=(aten.adaptive_avg_pool3d.default,)),
+    OpTest("nn.functional.adaptive_avg_pool3d", covers=(aten.adaptive_avg_pool3d.default,),
+           dtypes=(F32, F16))
+    .xfail(dtypes=[F16], reason="torch's CPU float16 adaptive_avg_pool3d sums each window one element "
+           "at a time in float16 (a sequential float16 sum reproduces samples 1 and 6 exactly); "
+           "ONNX sums in float32 and is closer to a float64 reference (max error torch 0.0045, "
+           "ONNX 0.0020), beyond fp16 rtol"),
     OpTest("nn.functional.adaptive_max_pool1d", covers=(aten.adaptive_max_pool1d.default,),
            dtypes=(F32, F16)),
     OpTest("nn.functional.adaptive_max_pool2d", covers=(aten.adaptive_max_pool2d.default,),
@@ -46,20 +59,19 @@ CASES = [
            dtypes=(F32, F16)),
 ]
 CASES += [
-    OpTest("nn.functional.batch_norm", covers=(aten.batch_norm.default,), dtypes=(F32, F16))
-    .xfail(dtypes=[F16], when=lambda s: bool(s.kwargs.get("training")),
-           reason="training-mode float16: a few outputs differ from torch by one float16 ulp "
-                  "(both are equally far, 6e-3, from a float64 reference)"),
-    OpTest("nn.functional.batch_norm", variant="without_cudnn", covers=(aten.batch_norm.default,)),
-    OpTest("native_batch_norm", covers=(aten.native_batch_norm.default,)),
+    OpTest("nn.functional.batch_norm", covers=(aten.batch_norm.default,), dtypes=(F32, F16)),
+    OpTest("nn.functional.batch_norm", variant="without_cudnn", covers=(aten.batch_norm.default,),
+           dtypes=(F32, F16)),
+    OpTest("native_batch_norm", covers=(aten.native_batch_norm.default,), dtypes=(F32, F16)),
     OpTest("_native_batch_norm_legit", covers=(aten._native_batch_norm_legit.default,
                                                aten._native_batch_norm_legit.no_stats,
-                                               aten._native_batch_norm_legit_functional.default)),
+                                               aten._native_batch_norm_legit_functional.default),
+           dtypes=(F32, F16)),
     OpTest("nn.functional.layer_norm", covers=(aten.layer_norm.default,), dtypes=(F32, F16)),
     OpTest("native_layer_norm", covers=(aten.native_layer_norm.default,)),
     OpTest("nn.functional.group_norm", covers=(aten.group_norm.default,), dtypes=(F32, F16)),
     OpTest("native_group_norm", covers=(aten.native_group_norm.default,)),
-    OpTest("nn.functional.instance_norm", covers=(aten.instance_norm.default,)),
+    OpTest("nn.functional.instance_norm", covers=(aten.instance_norm.default,), dtypes=(F32, F16)),
     OpTest("nn.functional.rms_norm", covers=(aten.rms_norm.default,), dtypes=(F32, F16)),
 ]
 UPSAMPLE = tuple(getattr(aten, f"{name}").vec for name in (
@@ -110,10 +122,7 @@ CASES += [
 ]
 CASES += [
     OpTest("_batch_norm_with_update", covers=(aten._batch_norm_with_update_functional.default,),
-           dtypes=(F32, F16))
-    .xfail(dtypes=[F16], reason="torch's float16 training-mode batch norm rounds in float16; ONNX "
-           "computes in float32 and is closer to a float64 reference (max error 0.0017 vs 0.0029 "
-           "over 30 random (3,2,3,4) samples), beyond fp16 rtol"),
+           dtypes=(F32, F16)),
 ]
 # linalg.py
 CASES += [
@@ -121,7 +130,8 @@ CASES += [
     .xfail(dtypes=[F32, F16], reason="rounding only: the samples (values up to 9, 25-term sums) "
            "cancel to near 0 in places; over 300 random (5,10)+(5,5,5)@(5,5,10) float32 samples "
            "torch's max error vs float64 is 4.2e-5 (mean), ONNX's 4.3e-5, yet they differ from "
-           "each other beyond rtol in 64/300 (87/300 when summing per batch in torch's order)"),
+           "each other beyond rtol in 64/300 (87/300 when summing per batch in torch's order); "
+           "float16 OpInfo samples: max error vs float64 torch 0.215, ONNX 0.116"),
 ]
 # conversion: bfloat16 outputs come back through ONNXProgram's OrtValue path (program.py)
 CASES += [
@@ -148,6 +158,12 @@ CASES += [
                   "closer to float64 (e.g. sample 34: error 1.8e-3 vs torch's 6.1e-3; sample 53: "
                   "0 vs 2.0e-3), beyond fp16 rtol"),
     OpTest("nn.functional.multilabel_margin_loss", covers=()),
+    OpTest("nn.functional.soft_margin_loss", covers=(aten.soft_margin_loss.default,),
+           dtypes=(F32, F16)),
+    # CompositeImplicit: reach ONNX as chains of elementwise ops, each rounded to float16 as in ATen
+    OpTest("nn.functional.cosine_similarity", covers=(), dtypes=(F32, F16)),
+    OpTest("nn.functional.triplet_margin_loss", covers=(), dtypes=(F32, F16)),
+    OpTest("nn.functional.triplet_margin_with_distance_loss", covers=(), dtypes=(F32, F16)),
     OpTest("nn.functional.linear_cross_entropy", covers=()),
     OpTest("nn.functional.linear_cross_entropy", variant="chunked",
            covers=(_TORCH_NN._linear_cross_entropy_batch_chunked.default, aten.linear.default)),
@@ -163,5 +179,9 @@ CASES += [
 ]
 CASES += [
     # at opset 18 (the op tests' opset) from Gathers; GridSample from opset 20
-    OpTest("grid_sampler_3d", covers=(aten.grid_sampler_3d.default,)),
+    OpTest("grid_sampler_3d", covers=(aten.grid_sampler_3d.default,), dtypes=(F32, F16))
+    .xfail(dtypes=[F16], when=lambda s: s.args[1] != 1,
+           reason="torch's CPU float16 grid_sampler_3d computes coordinates and weights in float16; "
+                  "ONNX computes them in float32 and is closer to a float64 reference (max error "
+                  "torch 0.032, ONNX 0.00024), beyond fp16 rtol"),
 ]

@@ -36,6 +36,8 @@ CASES = [
     OpTest("std_mean", variant="unbiased", covers=(aten.std_mean.correction, aten.std_mean.dim)),
     OpTest("logsumexp", covers=(aten.logsumexp.default,), dtypes=(F32, F16, I64)),
     OpTest("linalg.vector_norm", covers=(aten.linalg_vector_norm.default,), dtypes=(F32, F16)),
+    # renorm decomposes to a norm and a scale; float16 converts via prims.convert_element_type.
+    OpTest("renorm", covers=(aten.linalg_vector_norm.default,), dtypes=(F32, F16)),
     OpTest("norm", covers=(aten.linalg_vector_norm.default, aten.norm.ScalarOpt_dim, aten.norm.Scalar)),
     OpTest("norm", variant="fro", covers=(aten.linalg_vector_norm.default, aten.norm.ScalarOpt_dim)),
     OpTest("norm", variant="inf", covers=(aten.linalg_vector_norm.default, aten.norm.ScalarOpt_dim)),
