@@ -10,6 +10,7 @@ import onnx_ir as ir
 
 from onnxport.errors import TranslationError
 from onnxport.ops._helpers import cast, rank
+from onnxport.ops.elementwise import _rounded_op
 from onnxport.ops.indexing import aten_meshgrid_indexing
 from onnxport.ops.linalg_solve import LUFactors, lu_determinant, lu_solve, matrix_size
 from onnxport.translate import GraphBuilder, Tensor, aten, register
@@ -248,3 +249,22 @@ def aten__linalg_check_errors(g: GraphBuilder, info: Tensor, api_name: str, *,
     """_linalg_check_errors(Tensor info, str api_name, *, bool is_matrix) -> ()"""
     # torch raises here for singular input; an ONNX model cannot raise, so nothing is emitted.
     return
+
+
+@register(aten.linalg_cross.default)
+def aten_linalg_cross(g: GraphBuilder, self: Tensor, other: Tensor, *, dim: int = -1) -> Tensor:
+    """linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor"""
+    # a[i+1] b[i+2] - a[i+2] b[i+1] along `dim`, each product and the difference rounded to
+    # the output dtype as ATen's kernel does (float16 rounds after every step).
+    dtype = g.out_dtype()
+    r = max(rank(self), rank(other))
+    axis = dim % r
+    a, b = cast(g, self, dtype), cast(g, other, dtype)
+    nxt, prev = g.const([1, 2, 0], ir.DataType.INT64), g.const([2, 0, 1], ir.DataType.INT64)
+
+    def take(x: Tensor, index: Tensor) -> Tensor:
+        return g.op("Gather", x, index, axis=axis - (r - rank(x)))
+
+    left = _rounded_op(g, "Mul", dtype, take(a, nxt), take(b, prev))
+    right = _rounded_op(g, "Mul", dtype, take(a, prev), take(b, nxt))
+    return _rounded_op(g, "Sub", dtype, left, right)

@@ -30,7 +30,12 @@ CASES = [
     OpTest("lu_unpack", covers=(aten.lu_unpack.default,), dtypes=F32_F64),
     OpTest("linalg.slogdet", covers=(aten._linalg_slogdet.default,), dtypes=F32_F64),
     OpTest("logdet", covers=(aten._linalg_slogdet.default,), dtypes=F32_F64),
-    OpTest("matrix_exp", covers=(aten.linalg_matrix_exp.default,), dtypes=F32_F64),
+    OpTest("matrix_exp", covers=(aten.linalg_matrix_exp.default,),
+           dtypes=(*F32_F64, torch.float16))
+    .xfail(dtypes=[torch.float16], reason=(
+        "eager float16 overflows partway through its scaling and squaring and returns all "
+        "NaN on both samples; ours matches float64 to float16 rounding, with inf where the "
+        "true value (93058) exceeds float16's range")),
     OpTest("linalg.householder_product", covers=(aten.linalg_householder_product.default,),
            dtypes=F32_F64),
 ]
