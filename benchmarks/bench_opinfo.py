@@ -122,7 +122,7 @@ def sweep_op(opinfo: Any, dtype: torch.dtype, exporters: tuple[str, ...], max_sa
         module, tensors = sample_module(opinfo.op, sample)
         # Samples may share tensors that an op mutates (batch norm's running stats): each
         # exporter gets copies of the values this sample's eager run started from.
-        originals = tuple(t.clone() for t in tensors)
+        originals = tuple(_copy(t) for t in tensors)
         try:
             with time_limit(timeout), torch.no_grad():
                 expected = flatten_outputs(module(*tensors))
@@ -140,7 +140,7 @@ def sweep_op(opinfo: Any, dtype: torch.dtype, exporters: tuple[str, ...], max_sa
         for i, (module, tensors, expected) in enumerate(prepared):
             try:
                 with time_limit(timeout):
-                    if RUNNERS[name](module, tuple(t.clone() for t in tensors), expected):
+                    if RUNNERS[name](module, tuple(_copy(t) for t in tensors), expected):
                         record["random"] = True
                 passed += 1
             except Exception as e:  # noqa: BLE001  (counted and reported; the sweep goes on)
@@ -151,6 +151,14 @@ def sweep_op(opinfo: Any, dtype: torch.dtype, exporters: tuple[str, ...], max_sa
         record[name] = {"passed": passed, "ok": passed == len(prepared), "error": error,
                         "seconds": round(time.perf_counter() - start, 2)}
     return record
+
+
+def _copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy of `t` that keeps its layout: a view stays a view into a copy of its storage."""
+    if t.is_sparse or t.layout != torch.strided:
+        return t.clone()
+    storage = t.untyped_storage().clone()
+    return torch.empty(0, dtype=t.dtype).set_(storage, t.storage_offset(), t.size(), t.stride())
 
 
 def opinfo_id(opinfo: Any) -> str:
