@@ -480,3 +480,18 @@ def test_soft_margin_loss_rounds_like_aten(reduction: str, dtype: torch.dtype) -
     y = torch.tensor([[1.0, -1.0, 1.0], [1.0, 1.0, -1.0]], dtype=dtype)
     m = Fn(lambda x, y: F.soft_margin_loss(x, y, reduction=reduction))
     export_and_compare(m, (x, y))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.nn.Conv1d(3, 4, 3, padding=1),
+    lambda: torch.nn.Conv2d(3, 6, 3, stride=2, groups=3),
+    lambda: torch.nn.ConvTranspose2d(3, 4, 3, stride=2, output_padding=1),
+    lambda: torch.nn.AvgPool2d(3, stride=2, ceil_mode=True),
+    lambda: torch.nn.AvgPool1d(2),
+])
+def test_float64_conv_and_avg_pool(make: Any) -> None:
+    # ORT has float32 kernels only for Conv/ConvTranspose/AveragePool: float64 runs as
+    # gathered windows in float64.
+    module = make().double()
+    spatial = (9,) if isinstance(module, (torch.nn.Conv1d, torch.nn.AvgPool1d)) else (9, 8)
+    export_and_compare(module, (torch.randn(2, 3, *spatial, dtype=torch.float64),))

@@ -44,6 +44,15 @@ def _compute_dtype(x: Tensor, op: str = "Conv") -> ir.DataType:
     return x.dtype
 
 
+def _gathered_dtype(x: Tensor) -> ir.DataType | None:
+    """int64 for integer inputs, float64 for float64 ones: the dtypes whose Conv/ConvTranspose/
+    AveragePool run as gathered windows (ORT has float32 kernels only); None otherwise."""
+    assert x.dtype is not None
+    if x.dtype.is_integer():
+        return ir.DataType.INT64
+    return ir.DataType.DOUBLE if x.dtype == ir.DataType.DOUBLE else None
+
+
 def _ints(value: Any, n: int) -> list[int]:
     """An int or a 1- or n-element list, as n ints (ATen's int[2] arguments accept both)."""
     if isinstance(value, ir.Value):
@@ -184,8 +193,10 @@ def _conv(g: GraphBuilder, input: Tensor, weight: Tensor, bias: Tensor | None, s
         raise TranslationError("a dynamic (SymInt) number of groups")
     out_dtype = g.out_dtype()
     sizes, kernel_sizes = _static_sizes(input, n), _static_sizes(weight, n)
-    exact = input.dtype.is_integer() and sizes is not None and kernel_sizes is not None
-    compute = ir.DataType.INT64 if exact else _compute_dtype(input)
+    # ORT's Conv/ConvTranspose have float32 kernels only: integer and float64 inputs with
+    # static sizes take the gathered-windows Einsum path (_int_conv) in int64 / float64.
+    exact = _gathered_dtype(input) is not None and sizes is not None and kernel_sizes is not None
+    compute = _gathered_dtype(input) if exact else _compute_dtype(input)
     x, unbatched = _add_batch(g, input, n)
     x = cast(g, x, compute)
     w = cast(g, weight, compute)
@@ -370,8 +381,8 @@ def _avg_pool(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[in
     dtype = self.dtype
     assert dtype is not None
     # integers with static sizes: exact int64 window sums, below; else float (_compute_dtype)
-    exact = dtype.is_integer() and _static_sizes(self, n) is not None
-    compute = ir.DataType.INT64 if exact else _compute_dtype(self, "AveragePool")
+    exact = _gathered_dtype(self) is not None and _static_sizes(self, n) is not None
+    compute = _gathered_dtype(self) if exact else _compute_dtype(self, "AveragePool")
     x, unbatched = _add_batch(g, self, n)
     x = cast(g, x, compute)
     if not ceil_mode and divisor_override is None and not exact:
@@ -398,7 +409,7 @@ def _avg_pool(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[in
         cols = _gather_windows(g, x, sizes, index)
         total = g.op("ReduceSum", cols, g.const([-1], ir.DataType.INT64), keepdims=0)
         total = g.op("Reshape", total, g.const([0, 0, *outs], ir.DataType.INT64))
-        quotient = g.op("Div", total, g.const(np.asarray(divisors, dtype=np.int64), ir.DataType.INT64))
+        quotient = g.op("Div", total, g.const(np.asarray(divisors), compute))
         return cast(g, _drop_batch(g, quotient, unbatched), dtype)
     zero_pads = [0, 0, *pads, 0, 0, *[p + e for p, e in zip(pads, extra)]]
     padded = g.op("Pad", x, g.const(zero_pads, ir.DataType.INT64), g.const(0, compute))
