@@ -51,18 +51,24 @@ def aten_mm(g: GraphBuilder, self: Tensor, other: Tensor) -> Tensor:
     return g.op("MatMul", self, other)
 
 
+def _beta_self_plus_alpha(g: GraphBuilder, self: Tensor, product: Tensor, beta: float,
+                          alpha: float) -> Tensor:
+    """beta * self + alpha * product, as the add*mm family computes it."""
+    if alpha != 1:
+        product = g.op("Mul", product, g.const(alpha, like=product))
+    # torch ignores `self` when beta == 0, so NaN/inf in it must not reach the output.
+    if beta == 0:
+        return product
+    bias = self if beta == 1 else g.op("Mul", self, g.const(beta, like=self))
+    return g.op("Add", bias, product)
+
+
 @register(aten.baddbmm.default)
 def aten_baddbmm(g: GraphBuilder, self: Tensor, batch1: Tensor, batch2: Tensor, *, beta: float = 1,
                  alpha: float = 1) -> Tensor:
     """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     out = g.op("MatMul", batch1, batch2)
-    if alpha != 1:
-        out = g.op("Mul", out, g.const(alpha, like=out))
-    # torch ignores `self` when beta == 0, so NaN/inf in it must not reach the output.
-    if beta == 0:
-        return out
-    bias = self if beta == 1 else g.op("Mul", self, g.const(beta, like=self))
-    return g.op("Add", bias, out)
+    return _beta_self_plus_alpha(g, self, out, beta, alpha)
 
 
 @register(aten.addbmm.default)
@@ -77,13 +83,7 @@ def aten_addbmm(g: GraphBuilder, self: Tensor, batch1: Tensor, batch2: Tensor, *
     rhs = g.op("Reshape", batch2, g.op("Concat", g.const([-1], i64),
                                        g.op("Shape", batch2, start=2), axis=0))
     out = g.op("MatMul", lhs, rhs)
-    if alpha != 1:
-        out = g.op("Mul", out, g.const(alpha, like=out))
-    # torch ignores `self` when beta == 0, so NaN/inf in it must not reach the output.
-    if beta == 0:
-        return out
-    bias = self if beta == 1 else g.op("Mul", self, g.const(beta, like=self))
-    return g.op("Add", bias, out)
+    return _beta_self_plus_alpha(g, self, out, beta, alpha)
 
 
 # -- einsum, determinants, distances ---------------------------------------------------------------
