@@ -150,14 +150,19 @@ def _any_positive(g: GraphBuilder, x: Tensor) -> Tensor:
     return g.op("Greater", g.op("ReduceMax", flat, keepdims=0), g.const(0.0, _F64))
 
 
-def _rotation_tangent(g: GraphBuilder, zeta: Tensor, off: Tensor) -> Tensor:
-    """t = sign(zeta) / (|zeta| + sqrt(1 + zeta^2)), the smaller root, with sign(0) = +1;
-    0 where `off` (the element to annihilate) is already 0."""
+def _jacobi_rotation(g: GraphBuilder, diff: Tensor, off: Tensor) -> tuple[Tensor, Tensor]:
+    """(c, s) of the Jacobi rotation that annihilates `off` given `diff` of the two diagonal
+    terms: t = s/c is the smaller root of t^2 + 2 zeta t - 1 = 0 with zeta = diff / (2 off),
+    t = sign(zeta) / (|zeta| + sqrt(1 + zeta^2)) with sign(0) = +1, and t = 0 (no rotation)
+    where `off` is already 0."""
     one = g.const(1.0, _F64)
+    zeta = g.op("Div", diff, g.op("Mul", _safe(g, off), g.const(2.0, _F64)))
     sign = g.op("Where", g.op("Less", zeta, g.const(0.0, _F64)), g.const(-1.0, _F64), one)
     root = g.op("Sqrt", g.op("Add", g.op("Mul", zeta, zeta), one))
     t = g.op("Div", sign, g.op("Add", g.op("Abs", zeta), root))
-    return g.op("Where", g.op("Equal", off, g.const(0.0, _F64)), g.const(0.0, _F64), t)
+    t = g.op("Where", g.op("Equal", off, g.const(0.0, _F64)), g.const(0.0, _F64), t)
+    c = g.op("Reciprocal", g.op("Sqrt", g.op("Add", g.op("Mul", t, t), one)))
+    return c, g.op("Mul", t, c)
 
 
 def _safe(g: GraphBuilder, x: Tensor) -> Tensor:
@@ -372,12 +377,7 @@ def _jacobi_eigenvalues(g: GraphBuilder, s: Tensor, n: int, r: int) -> Tensor:
                        sub.const([-2, -1], _I64))
         eye_h = sub.const(np.eye(half), _F64)
         apq = sub.op("ReduceSum", sub.op("Mul", block, eye_h), sub.const([-1], _I64), keepdims=0)
-        theta = sub.op("Div", sub.op("Sub", aqq, app),
-                       sub.op("Mul", _safe(sub, apq), sub.const(2.0, _F64)))
-        t = _rotation_tangent(sub, theta, apq)
-        c = sub.op("Reciprocal", sub.op("Sqrt", sub.op("Add", sub.op("Mul", t, t),
-                                                        sub.const(1.0, _F64))))
-        sn = sub.op("Mul", t, c)
+        c, sn = _jacobi_rotation(sub, sub.op("Sub", aqq, app), apq)
         c_diag = sub.op("Mul", sub.op("Unsqueeze", c, sub.const([-1], _I64)), eye_h)
         s_diag = sub.op("Mul", sub.op("Unsqueeze", sn, sub.const([-1], _I64)), eye_h)
         # J = [[C, S], [-S, C]] in the round's ordering; J^T = [[C, -S], [S, C]].
@@ -486,12 +486,7 @@ def _one_sided_jacobi(g: GraphBuilder, W: Tensor, m: int, n: int, r: int,
         gamma = sub.op("ReduceSum", sub.op("Mul", top_p, top_q), axis, keepdims=0)
         # Columns p' = c p - s q, q' = s p + c q are orthogonal when
         # t = s/c solves t^2 + 2 zeta t - 1 = 0 with zeta = (beta - alpha) / (2 gamma).
-        zeta = sub.op("Div", sub.op("Sub", beta, alpha),
-                      sub.op("Mul", _safe(sub, gamma), sub.const(2.0, _F64)))
-        t = _rotation_tangent(sub, zeta, gamma)
-        c = sub.op("Reciprocal", sub.op("Sqrt", sub.op("Add", sub.op("Mul", t, t),
-                                                        sub.const(1.0, _F64))))
-        sn = sub.op("Mul", t, c)
+        c, sn = _jacobi_rotation(sub, sub.op("Sub", beta, alpha), gamma)
         c = sub.op("Unsqueeze", c, axis)
         sn = sub.op("Unsqueeze", sn, axis)
         new_p = sub.op("Sub", sub.op("Mul", c, XP), sub.op("Mul", sn, XQ))
