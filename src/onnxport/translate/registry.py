@@ -40,6 +40,8 @@ class Translation:
 
 def target_name(target: Any) -> str:
     """A stable printable name: `aten.add.Tensor`, `operator.getitem`."""
+    if isinstance(target, str):  # an operator registered by name before it existed
+        return target.replace("::", ".")
     if isinstance(target, torch._ops.OpOverload):
         return f"{target.namespace}.{target._schema.name.split('::')[-1]}.{target._overloadname}"
     if isinstance(target, torch._ops.OpOverloadPacket):
@@ -75,7 +77,7 @@ class Registry:
 
     def lookup(self, target: Any, opset: int) -> Translation | None:
         """The translation for `target` at `opset`, or None."""
-        candidates = self._table.get(target)
+        candidates = self._table.get(target) or self._by_name(target)
         if not candidates:
             return None
         best: Translation | None = None
@@ -86,7 +88,14 @@ class Registry:
 
     def all_for(self, target: Any) -> list[Translation]:
         """Every translation of `target`, in registration order."""
-        return list(self._table.get(target, ()))
+        return list(self._table.get(target, ()) or self._by_name(target))
+
+    def _by_name(self, target: Any) -> list[Translation]:
+        """Translations registered by qualified name (`"onnx::Attention.opset23"`) for an
+        operator that did not exist yet at registration (defined by a module imported later)."""
+        if not isinstance(target, torch._ops.OpOverload):
+            return []
+        return self._table.get(f"{target._schema.name}.{target._overloadname}", [])
 
     def targets(self) -> list[Any]:
         """Every registered key."""
@@ -101,7 +110,16 @@ class Registry:
 
 def _expand(targets: Iterable[Any]) -> Iterable[Any]:
     for target in targets:
-        if isinstance(target, torch._ops.OpOverloadPacket):
+        if isinstance(target, str):
+            # "namespace::op.overload": the OpOverload if it exists now, else the name itself
+            # (looked up by name once the operator exists).
+            qualified, _, overload = target.rpartition(".")
+            namespace, _, op = qualified.partition("::")
+            try:
+                yield getattr(getattr(getattr(torch.ops, namespace), op), overload)
+            except (AttributeError, RuntimeError):
+                yield target
+        elif isinstance(target, torch._ops.OpOverloadPacket):
             for overload in target.overloads():
                 yield getattr(target, overload)
         else:
