@@ -29,6 +29,7 @@ from onnxport.errors import (
     UnsupportedOperatorError,
     VerificationError,
 )
+from onnxport.exportable import ExportableModule
 from onnxport.fake import ONNXFakeContext, enable_fake_mode
 from onnxport.options import DiagnosticOptions, ExportOptions
 from onnxport.program import ONNXProgram, ONNXRuntimeOptions
@@ -59,6 +60,7 @@ __all__ = [
     "TrainingMode",
     "OperatorExportTypes",
     "ONNXProgram",
+    "ExportableModule",
     "ONNXRuntimeOptions",
     "OnnxRegistry",
     "register",

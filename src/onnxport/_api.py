@@ -5,21 +5,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
+import warnings
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import IO, Any
 
 import torch
 
+from onnxport._onnxscript import as_translation, is_onnxscript_function
+from onnxport._stages import ExportRun
 from onnxport.capture import capture
+from onnxport.capture.dynamic_shapes import ResolvedInputs, resolve_inputs, split_trailing_kwargs
 from onnxport.diagnostics import DiagnosticContext
-from onnxport.errors import (
-    CaptureError,
-    OnnxExporterError,
-    TranslationError,
-    UnsupportedOperatorError,
-    VerificationError,
-)
+from onnxport.errors import OnnxExporterError, VerificationError
+from onnxport.exportable import ExportableModule
 from onnxport.options import DiagnosticOptions, ExportOptions
 from onnxport.passes import cleanup_passes, run_passes
 from onnxport.passes.convert_opset import LIBRARY_OPSET, convert_to_opset
@@ -27,7 +25,6 @@ from onnxport.program import ONNXProgram
 from onnxport.translate import Registry, default_registry
 from onnxport.translate.translator import Translator
 from onnxport.verify.compare import verify_program
-from onnxport.verify.report import ExportReport
 
 logger = logging.getLogger(__name__)
 
@@ -67,18 +64,24 @@ def export(
     dynamo: bool = True,
     external_data: bool | None = None,
     dynamic_shapes: Any = None,
+    custom_translation_table: Mapping[Any, Any] | None = None,
     report: bool = False,
     optimize: bool = True,
     verify: bool = False,
+    profile: bool = False,
+    dump_exported_program: bool = False,
     artifacts_dir: str | os.PathLike[str] = ".",
+    fallback: bool = False,
     registry: Registry | Any = None,
     **torchscript_options: Any,
 ) -> ONNXProgram | None:
     """Export a PyTorch model to ONNX.
 
     Args:
-        model: An nn.Module, a function, or a torch.export.ExportedProgram.
-        args: Example positional inputs (a tensor or a tuple).
+        model: An nn.Module, a function, a torch.export.ExportedProgram, or an
+            ExportableModule (which supplies its own example inputs, names and shapes).
+        args: Example positional inputs (a tensor or a tuple). A dict last in the tuple holds
+            keyword inputs, unless `kwargs` is given (torch.onnx's rule).
         f: Where to save the model (path or binary file object); nothing is written on failure.
         kwargs: Example keyword inputs.
         export_params: Store the weights in the model.
@@ -86,16 +89,29 @@ def export(
         input_names: Names of the graph inputs, in order (default: forward's parameter names).
         output_names: Names of the graph outputs, in order.
         opset_version: The ONNX opset (default 18).
-        dynamic_axes: The legacy form of dynamic_shapes: {input_name: {axis: dim_name}}.
+        dynamic_axes: The legacy form of dynamic_shapes: {input: {axis: dim name}} or
+            {input: [axis, ...]}; an input is named by `input_names`, its default graph input
+            name, or forward's parameter name.
         keep_initializers_as_inputs: List the weights as graph inputs too (dynamo=False: None
             means False for OperatorExportTypes.ONNX, True otherwise).
         dynamo: True for the torch.export path; False for the TorchScript path.
         external_data: Save weights to `<f>.data`; None: only above 2 GB.
-        dynamic_shapes: As torch.export.export takes it.
+        dynamic_shapes: As torch.export.export takes it, and per axis also a string, which
+            makes the axis dynamic and names the ONNX dimension (one string used on two
+            inputs is one dimension).
+        custom_translation_table: {torch op: translation}; a translation is an onnxscript
+            function or an onnxport `fn(g, ...)`, or a list of them (the first is used). It
+            overrides the built-in op library for this export, as `OnnxRegistry.register_op`.
         report: Write a markdown report to `artifacts_dir`, on success and on failure.
         optimize: Run the optimization passes (constant folding, CSE, dead code removal).
         verify: Run the model in ONNX Runtime and compare with eager PyTorch.
-        artifacts_dir: Where the report goes.
+        profile: Profile the export: per-stage times in `program.profile` and the report, and
+            a cProfile listing written to `artifacts_dir`.
+        dump_exported_program: Save the captured ExportedProgram (`torch.export.save`) to
+            `artifacts_dir`.
+        artifacts_dir: Where the report, profile and exported program go.
+        fallback: If the dynamo flavour fails, export with the TorchScript flavour instead
+            (with a warning saying why).
         registry: An OnnxRegistry or Registry to use instead of the built-in op library.
         torchscript_options: Options of the TorchScript flavour (dynamo=False): training,
             operator_export_type, do_constant_folding, custom_opsets (see
@@ -107,6 +123,7 @@ def export(
 
     Raises:
         OnnxExporterError: a subclass saying what failed, where and how to fix it.
+        ValueError, TypeError: an argument is malformed; the message names it.
 
     Example:
         >>> import torch, onnxport
@@ -114,6 +131,10 @@ def export(
         >>> [n.op_type for n in program.model.graph]
         ['Relu']
     """
+    if isinstance(args, torch.Tensor):
+        args = (args,)
+    model, args, kwargs, input_names, output_names, dynamic_shapes = _from_exportable_module(
+        model, tuple(args), kwargs, input_names, output_names, dynamic_shapes)
     if not dynamo:
         if dynamic_shapes is not None:
             raise TypeError("dynamo=False takes dynamic_axes, not dynamic_shapes")
@@ -127,14 +148,27 @@ def export(
     if torchscript_options:
         raise TypeError(f"export() got options of the TorchScript flavour with dynamo=True: "
                         f"{', '.join(sorted(torchscript_options))}")
-    if isinstance(args, torch.Tensor):
-        args = (args,)
-    return _export_dynamo(
-        model, tuple(args), kwargs, f=f, export_params=export_params, verbose=verbose,
-        input_names=input_names, output_names=output_names, opset_version=opset_version,
-        dynamic_axes=dynamic_axes, keep_initializers_as_inputs=keep_initializers_as_inputs,
-        external_data=external_data, dynamic_shapes=dynamic_shapes, report=report,
-        optimize=optimize, verify=verify, artifacts_dir=artifacts_dir, registry=registry)
+    if not isinstance(model, torch.export.ExportedProgram):
+        args, kwargs = split_trailing_kwargs(tuple(args), kwargs)
+    try:
+        return _export_dynamo(
+            model, tuple(args), kwargs, f=f, export_params=export_params, verbose=verbose,
+            input_names=input_names, output_names=output_names, opset_version=opset_version,
+            dynamic_axes=dynamic_axes, keep_initializers_as_inputs=keep_initializers_as_inputs,
+            external_data=external_data, dynamic_shapes=dynamic_shapes, report=report,
+            optimize=optimize, verify=verify, artifacts_dir=artifacts_dir, registry=registry,
+            custom_translation_table=custom_translation_table, profile=profile,
+            dump_exported_program=dump_exported_program)
+    except OnnxExporterError as e:
+        if not fallback or isinstance(e, VerificationError) \
+                or isinstance(model, torch.export.ExportedProgram):
+            raise
+        return _fallback_to_torchscript(
+            e, model, args, kwargs, f, export_params=export_params, verbose=verbose,
+            input_names=input_names, output_names=output_names, opset_version=opset_version,
+            dynamic_axes=dynamic_axes, dynamic_shapes=dynamic_shapes,
+            keep_initializers_as_inputs=keep_initializers_as_inputs,
+            external_data=external_data, registry=registry)
 
 
 def _export_dynamo(
@@ -146,123 +180,161 @@ def _export_dynamo(
     external_data: bool | None = None, dynamic_shapes: Any = None, report: bool = False,
     optimize: bool = True, verify: bool = False, artifacts_dir: str | os.PathLike[str] = ".",
     registry: Any = None, diagnostic_options: DiagnosticOptions | None = None,
+    custom_translation_table: Mapping[Any, Any] | None = None, profile: bool = False,
+    dump_exported_program: bool = False,
 ) -> ONNXProgram:
-    """The dynamo pipeline: capture, translate, passes, verify, save; with report and diagnostics."""
+    """The dynamo pipeline: capture, translate, passes, program, verify, save."""
     target_opset = opset_version or DEFAULT_OPSET
     # Translations are written for opset 18 and newer; older targets are converted down.
     opset = max(target_opset, LIBRARY_OPSET)
-    table = _as_registry(registry)
-    dim_names = _dim_names(dynamic_axes, dynamic_shapes)
-    if dynamic_axes and dynamic_shapes is None:
-        dynamic_shapes = _dynamic_axes_to_shapes(model, args, kwargs, dynamic_axes, input_names)
-    name = _model_name(model)
-    rep = ExportReport(name) if report else None
-    diagnostics = DiagnosticContext(diagnostic_options)
-    timings: dict[str, float] = {}
+    table = _with_translations(_as_registry(registry), custom_translation_table)
+    inputs = resolve_inputs(model, args, kwargs, dynamic_shapes=dynamic_shapes,
+                            dynamic_axes=dynamic_axes, input_names=input_names,
+                            output_names=output_names)
+    run = ExportRun(_model_name(model), DiagnosticContext(diagnostic_options),
+                    report=report, profile=profile, artifacts_dir=artifacts_dir)
     try:
-        with _exporting():
-            t0 = time.perf_counter()
-            captured = capture(model, args, kwargs, dynamic_shapes=dynamic_shapes,
-                               has_translation=lambda t: table.lookup(t, opset) is not None)
-            timings["capture"] = captured.seconds
-            timings["decompose"] = captured.decompose_seconds
-            _diagnose_capture(diagnostics, captured)
-            if rep is not None:
-                rep.attempts = captured.attempts
-                rep.decomposed = captured.decomposed
-                rep.exported_program = str(captured.exported_program)
-            t1 = time.perf_counter()
-            onnx_model = Translator(captured, table, opset, input_names=input_names,
-                                    output_names=output_names, dim_names=dim_names).run()
-            timings["translate"] = time.perf_counter() - t1
-            t2 = time.perf_counter()
-            run_passes(onnx_model, cleanup_passes())
-            if optimize:
-                run_passes(onnx_model)
-            if target_opset < opset:
-                onnx_model = convert_to_opset(onnx_model, target_opset)
-                diagnostics.log("OPX008", logging.INFO,
-                                f"translated at opset {opset}, converted to opset {target_opset}")
-            timings["passes"] = time.perf_counter() - t2
-            program = ONNXProgram(onnx_model, captured.exported_program)
-            program.diagnostic_context = diagnostics
-            if rep is not None:
-                rep.model = onnx_model
+        with _exporting(), run.profiling():
+            with run.stage("capture"):
+                captured = capture(model, inputs.args, inputs.kwargs,
+                                   dynamic_shapes=inputs.dynamic_shapes,
+                                   has_translation=lambda t: table.lookup(t, opset) is not None,
+                                   size_oblivious=_warn_size_one(inputs))
+            run.captured(captured, dynamic_shapes if dynamic_shapes is not None
+                         else inputs.dynamic_shapes)
+            if dump_exported_program:
+                run.dump_exported_program(captured.exported_program)
+            with run.stage("translate"):
+                onnx_model = Translator(captured, table, opset, input_names=input_names,
+                                        output_names=output_names,
+                                        dim_names=_dim_names(dynamic_axes, dynamic_shapes)
+                                        if isinstance(model, torch.export.ExportedProgram)
+                                        else None,
+                                        leaf_dim_names=inputs.dim_names).run()
+            with run.stage("passes"):
+                run_passes(onnx_model, cleanup_passes())
+                if optimize:
+                    run_passes(onnx_model)
+                if target_opset < opset:
+                    onnx_model = convert_to_opset(onnx_model, target_opset)
+                    run.diagnostics.log("OPX008", logging.INFO, f"translated at opset {opset}, "
+                                        f"converted to opset {target_opset}")
+            program = run.program(ONNXProgram(onnx_model, captured.exported_program))
             if verify:
-                t3 = time.perf_counter()
-                diffs = verify_program(program, model, args, kwargs)
-                timings["verify"] = time.perf_counter() - t3
-                if rep is not None:
-                    rep.verification = diffs
-            if diagnostics.options.warnings_as_errors and diagnostics.warnings:
-                listed = "\n".join(f"  {d.rule.id} {d.rule.name}: {d.message}"
-                                    for d in diagnostics.warnings)
-                raise OnnxExporterError(
-                    f"{len(diagnostics.warnings)} warning diagnostics with warnings_as_errors=True:"
-                    f"\n{listed}\n  fix: address them, or set warnings_as_errors=False")
+                with run.stage("verify"):
+                    run.verified(verify_program(program, model, inputs.args, inputs.kwargs))
+            run.check_warnings()
             if f is not None:
-                t4 = time.perf_counter()
-                program.save(f, include_initializers=export_params,
-                             keep_initializers_as_inputs=bool(keep_initializers_as_inputs),
-                             external_data=external_data)
-                timings["save"] = time.perf_counter() - t4
-            timings["total"] = time.perf_counter() - t0
-            if verbose:
-                logger.info("exported %s in %.3fs: %s", name, timings["total"], timings)
+                with run.stage("save"):
+                    program.save(f, include_initializers=export_params,
+                                 keep_initializers_as_inputs=bool(keep_initializers_as_inputs),
+                                 external_data=external_data)
     except Exception as e:
-        _diagnose_failure(diagnostics, e)
-        if isinstance(e, OnnxExporterError):
-            e.diagnostic_context = diagnostics  # type: ignore[attr-defined]
-        if rep is not None:
-            rep.error = e
-            rep.timings = timings
-            rep.diagnostics = diagnostics.diagnostics
-            if isinstance(e, OnnxExporterError) and getattr(e, "diffs", None):
-                rep.verification = e.diffs  # type: ignore[attr-defined]
-            path = rep.write(os.fspath(artifacts_dir))
-            logger.warning("export failed; report written to %s", path)
+        run.failed(e)
         raise
-    if rep is not None:
-        rep.timings = timings
-        rep.diagnostics = diagnostics.diagnostics
-        rep.write(os.fspath(artifacts_dir))
+    run.succeeded()
+    if verbose:
+        logger.info("exported %s in %.3fs: %s", run.name, run.timings.get("total", 0.0),
+                    run.timings)
     return program
+
+
+def _from_exportable_module(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
+                            input_names: Sequence[str] | None, output_names: Sequence[str] | None,
+                            dynamic_shapes: Any) -> tuple[Any, ...]:
+    """An ExportableModule given no inputs supplies its example inputs, names and shapes."""
+    if isinstance(model, ExportableModule) and not args and not kwargs:
+        args, kwargs = model.example_arguments()
+        args = tuple(args or ())
+        input_names = input_names if input_names is not None else model.input_names()
+        output_names = output_names if output_names is not None else model.output_names()
+        dynamic_shapes = dynamic_shapes if dynamic_shapes is not None else model.dynamic_shapes()
+    return model, args, kwargs, input_names, output_names, dynamic_shapes
+
+
+def _with_translations(table: Registry, custom: Mapping[Any, Any] | None) -> Registry:
+    """A copy of `table` with the user's `custom_translation_table` on top."""
+    if not custom:
+        return table
+    table = table.copy()
+    for target, function in custom.items():
+        if isinstance(function, (list, tuple)):
+            if not function:
+                raise ValueError(f"custom_translation_table[{target}] is an empty list")
+            function = function[0]
+        if not callable(function):
+            raise TypeError(f"custom_translation_table[{target}] must be a function, got "
+                            f"{type(function).__name__}")
+        if not isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)) \
+                and not callable(target):
+            raise TypeError(f"custom_translation_table keys are torch ops (torch.ops.aten.add."
+                            f"Tensor), got {target!r}")
+        if is_onnxscript_function(function):
+            function = as_translation(function)
+        table.register(target, is_custom=True)(function)
+    return table
+
+
+def _warn_size_one(inputs: ResolvedInputs) -> bool:
+    """Whether a dim asked to be dynamic has size 0 or 1 in the example (then it is captured
+    size-oblivious, as torch.onnx does, instead of being fixed to that size); warns if so."""
+    leaves = torch.utils._pytree.tree_leaves((inputs.args, inputs.kwargs or {}))
+    small = [(inputs.leaf_names[i], axis, leaves[i].shape[axis])
+             for i, axes in sorted(inputs.dynamic_axes.items()) for axis in sorted(axes)
+             if isinstance(leaves[i], torch.Tensor) and leaves[i].shape[axis] in (0, 1)]
+    if small:
+        listed = ", ".join(f"input {n!r} axis {a} (size {s})" for n, a, s in small)
+        warnings.warn(
+            f"{listed}: asked to be dynamic, but the example has size {small[0][2]}, which "
+            f"torch.export would fix as a constant; captured treating sizes 0 and 1 like any "
+            f"other. Give examples of size 2 or more on dynamic axes to avoid this.",
+            UserWarning, stacklevel=4)
+    return bool(small)
+
+
+def _fallback_to_torchscript(error: OnnxExporterError, model: Any, args: tuple[Any, ...],
+                             kwargs: dict[str, Any] | None, f: Any, *, dynamic_shapes: Any,
+                             dynamic_axes: Any, input_names: Sequence[str] | None,
+                             registry: Any, **common: Any) -> ONNXProgram:
+    """fallback=True: the dynamo flavour failed; export with the TorchScript flavour."""
+    from onnxport._torchscript_api import export_torchscript
+
+    warnings.warn(f"the dynamo flavour failed ({type(error).__name__}: "
+                  f"{str(error).splitlines()[0]}); falling back to the TorchScript flavour "
+                  f"(fallback=True)", UserWarning, stacklevel=3)
+    if dynamic_axes is None and dynamic_shapes is not None:
+        input_names, dynamic_axes = _axes_from_shapes(model, args, kwargs, dynamic_shapes,
+                                                      input_names)
+    with _exporting():
+        program = export_torchscript(model, args, f, kwargs=kwargs, registry=_as_registry(registry),
+                                     input_names=input_names, dynamic_axes=dynamic_axes, **common)
+    program.capture_strategy = "torchscript (fallback)"
+    return program
+
+
+def _axes_from_shapes(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
+                      dynamic_shapes: Any, input_names: Sequence[str] | None
+                      ) -> tuple[list[str], dict[str, dict[int, str]]]:
+    """dynamic_shapes -> (input names, dynamic_axes) for the TorchScript flavour."""
+    resolved = resolve_inputs(model, args, kwargs, dynamic_shapes=dynamic_shapes)
+    leaves = torch.utils._pytree.tree_leaves((args, kwargs or {}))
+    tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    names = list(input_names or [])
+    names += [resolved.leaf_names[i].replace("[", "_").replace("]", "").replace("'", "")
+              for i in tensors[len(names):]]
+    axes: dict[str, dict[int, str]] = {}
+    for position, index in enumerate(tensors):
+        for axis in sorted(resolved.dynamic_axes.get(index, ())):
+            default = f"{names[position]}_dim_{axis}"
+            axes.setdefault(names[position], {})[axis] = \
+                resolved.dim_names.get(index, {}).get(axis, default)
+    return names, axes
 
 
 def _model_name(model: Any) -> str:
     if isinstance(model, (torch.nn.Module, torch.export.ExportedProgram)) or not callable(model):
         return type(model).__name__
     return getattr(model, "__name__", "model")
-
-
-def _diagnose_capture(diagnostics: DiagnosticContext, captured: Any) -> None:
-    for attempt in captured.attempts:
-        if attempt.error is not None:
-            first = (str(attempt.error).strip().splitlines() or [""])[0]
-            diagnostics.log("OPX001", logging.WARNING,
-                            f"capture strategy '{attempt.strategy}' failed "
-                            f"({type(attempt.error).__name__}: {first}); used '{captured.strategy}'")
-    for op in captured.decomposed:
-        diagnostics.log("OPX002", logging.INFO, f"{op} has no translation; it was decomposed")
-    if captured.retraced:
-        diagnostics.log("OPX003", logging.WARNING,
-                        "the whole program was re-traced by run_decompositions")
-
-
-def _diagnose_failure(diagnostics: DiagnosticContext, error: BaseException) -> None:
-    if isinstance(error, UnsupportedOperatorError) and error.missing:
-        for m in error.missing:
-            diagnostics.log("OPX004", logging.ERROR, f"{m.target} has no translation",
-                            source=m.source, node=m.node)
-    elif isinstance(error, TranslationError):
-        diagnostics.log("OPX005", logging.ERROR, str(error).splitlines()[0],
-                        source=error.source or "", node=error.node or "")
-    elif isinstance(error, CaptureError):
-        diagnostics.log("OPX006", logging.ERROR, str(error).splitlines()[0])
-    elif isinstance(error, VerificationError):
-        diagnostics.log("OPX007", logging.ERROR, str(error).splitlines()[0])
-    else:
-        diagnostics.log("OPX009", logging.ERROR, f"{type(error).__name__}: {error}")
 
 
 def _export_torchscript(model: Any, args: Any, f: Any, *, registry: Any, options: dict[str, Any],
@@ -371,24 +443,3 @@ def _dim_names(dynamic_axes: Mapping[str, Any] | None, dynamic_shapes: Any) -> d
             if found:
                 names.setdefault(str(input_name), {}).update(found)
     return names
-
-
-def _dynamic_axes_to_shapes(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
-                            dynamic_axes: Mapping[str, Mapping[int, str] | Sequence[int]],
-                            input_names: Sequence[str] | None) -> Any:
-    """Convert the legacy {input_name: axes} form into torch.export's dynamic_shapes."""
-    import inspect
-
-    forward = model.forward if isinstance(model, torch.nn.Module) else model
-    params = list(inspect.signature(forward).parameters)
-    names = list(input_names or [])
-    shapes: dict[str, Any] = {}
-    for i, param in enumerate(params):
-        public = names[i] if i < len(names) else param
-        axes: Collection[int] | Mapping[int, str] = dynamic_axes.get(public) or dynamic_axes.get(param) or {}
-        if axes:
-            shapes[param] = {int(a): torch.export.Dim.DYNAMIC for a in axes}
-        else:
-            shapes[param] = None
-    used = len(args) + len(kwargs or {})
-    return {k: v for k, v in list(shapes.items())[:max(used, 0)]}

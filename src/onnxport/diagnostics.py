@@ -43,6 +43,8 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("OPX008", "opset-converted",
          "The model was translated at opset 18 and converted down to the requested opset."),
     Rule("OPX009", "export-failed", "The export failed for another reason."),
+    Rule("OPX010", "dynamic-shapes-refined",
+         "torch.export rejected dynamic_shapes; its suggested fixes were applied and it retried."),
 )}
 
 _SARIF_LEVEL = {logging.ERROR: "error", logging.WARNING: "warning", logging.INFO: "note",

@@ -1,8 +1,9 @@
 """The model zoo (tests/models/zoo.py), exported with static and with dynamic shapes.
 
 Static: exported at the example inputs, run in ONNX Runtime at the same inputs.
-Dynamic: exported with the entry's dynamic_shapes, then run at inputs of another batch size
-and sequence length (or image size); the graph inputs must carry the Dim names.
+Dynamic: exported with the entry's dynamic shapes in each form torch.onnx takes (`Dim`
+objects, string dim names, the legacy `dynamic_axes`), then run at inputs of another batch
+size and sequence length (or image size); the graph inputs must carry the user's dim names.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from tests.helpers import check_model
 from tests.models.zoo import ZOO, ZooModel
 
 
+FORMS = ("dims", "strings", "dynamic_axes")
+
+
 def _params(mode: str) -> list[Any]:
     params = []
     for entry in ZOO:
@@ -27,6 +31,22 @@ def _params(mode: str) -> list[Any]:
         marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
         params.append(pytest.param(entry, id=f"{entry.name}-{mode}", marks=marks))
     return params
+
+
+def spec_forms(shapes: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The entry's spec in each form, as export keyword arguments, and the names each gives:
+    {form: (export kwargs, {input: {axis: dim name}})}. A Dim.AUTO axis stays unnamed in the
+    first two forms; dynamic_axes names it `<input>_dim_<axis>`."""
+    named = _dim_names(shapes)
+    strings = {name: {axis: (dim.__name__ if axis in named.get(name, {}) else dim)
+                      for axis, dim in (axes or {}).items()} for name, axes in shapes.items()}
+    axes_names = {name: {axis: named.get(name, {}).get(axis, f"{name}_dim_{axis}")
+                         for axis in (axes or {})} for name, axes in shapes.items()}
+    return {
+        "dims": ({"dynamic_shapes": shapes}, named),
+        "strings": ({"dynamic_shapes": strings}, named),
+        "dynamic_axes": ({"dynamic_axes": axes_names}, axes_names),
+    }
 
 
 def _compare(program: onnxport.ONNXProgram, model: torch.nn.Module, inputs: dict[str, Any],
@@ -63,18 +83,20 @@ def test_static(entry: ZooModel) -> None:
     _compare(program, model, inputs, entry.tolerance)
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("entry", _params("dynamic"))
-def test_dynamic(entry: ZooModel) -> None:
+def test_dynamic(entry: ZooModel, form: str) -> None:
     model = entry.factory()
     inputs = entry.example_inputs()
-    program = onnxport.export(model, (), kwargs=inputs, dynamic_shapes=entry.dynamic_shapes)
+    spec, names = spec_forms(entry.dynamic_shapes)[form]
+    program = onnxport.export(model, (), kwargs=inputs, **spec)
     assert program is not None
     check_model(program)
     graph_inputs = {v.name: v for v in program.model.graph.inputs}
-    for input_name, spec in entry.dynamic_shapes.items():
-        for axis in spec or {}:  # every dim asked for stays symbolic, Dim.AUTO's included
+    for input_name, axes in entry.dynamic_shapes.items():
+        for axis in axes or {}:  # every dim asked for stays symbolic, Dim.AUTO's included
             assert not isinstance(graph_inputs[input_name].shape[axis], int), (input_name, axis)
-    for input_name, axes in _dim_names(entry.dynamic_shapes).items():
+    for input_name, axes in names.items():
         shape = graph_inputs[input_name].shape
         for axis, dim_name in axes.items():
             assert str(shape[axis]) == dim_name, (input_name, axis, shape)

@@ -17,7 +17,9 @@ class Captured:
     `exported_program` is the torch.export result the translator walks; `attempts` records
     every capture strategy tried (the last one succeeded); `decomposed` names the operators
     that were decomposed because the op library has no translation for them; `retraced` says
-    whether the whole program had to go through `run_decompositions`.
+    whether the whole program had to go through `run_decompositions`;
+    `refined_dynamic_shapes` is the spec torch.export's suggested fixes gave, when the user's
+    was rejected and the fixed one worked.
     """
 
     exported_program: torch.export.ExportedProgram
@@ -27,6 +29,7 @@ class Captured:
     seconds: float = 0.0
     decompose_seconds: float = 0.0
     retraced: bool = False
+    refined_dynamic_shapes: Any = None
 
     @property
     def graph(self) -> torch.fx.Graph:

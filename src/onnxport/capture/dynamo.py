@@ -63,14 +63,22 @@ def capture(
     dynamic_shapes: Any = None,
     has_translation: Callable[[Any], bool] | None = None,
     strategies: Sequence[str] = STRATEGIES,
+    size_oblivious: bool = False,
 ) -> Captured:
     """Capture `model(*args, **kwargs)` with torch.export, then decompose what must be.
+
+    When torch.export rejects `dynamic_shapes` and suggests fixes (a narrower range, two dims
+    that must be equal, a dim that must be static), the fixes are applied and the capture is
+    retried once; `Captured.refined_dynamic_shapes` then holds the spec that worked.
+    `size_oblivious` captures with sizes 0 and 1 treated like any other (for examples whose
+    dynamic dims have size 1), as torch.onnx does.
 
     Raises:
         CaptureError: every strategy failed; the message lists each one and why.
     """
     attempts: list[CaptureAttempt] = []
     start = time.perf_counter()
+    refined = None
     if isinstance(model, torch.export.ExportedProgram):
         program = model
         strategy = "exported-program"
@@ -82,13 +90,9 @@ def capture(
         for name in strategies:
             t0 = time.perf_counter()
             try:
-                # Static shapes need no loop-shaped RNN kernels (the stock ones are cheaper).
-                rnns = loop_shaped_rnns() if dynamic_shapes is not None else contextlib.nullcontext()
-                with capture_kernels(), rnns:
-                    program = torch.export.export(
-                        module, tuple(args), kwargs=kwargs or None,
-                        dynamic_shapes=dynamic_shapes, strict=(name == "strict"),
-                    )
+                program, refined = _export_refining(module, args, kwargs, dynamic_shapes,
+                                                    strict=(name == "strict"),
+                                                    size_oblivious=size_oblivious)
             except Exception as e:  # noqa: BLE001  (every failure is recorded and reported)
                 attempts.append(CaptureAttempt(name, e, time.perf_counter() - t0))
                 logger.info("capture strategy %s failed: %s", name, e)
@@ -113,11 +117,44 @@ def capture(
             ) from attempts[0].error
     seconds = time.perf_counter() - start
     captured = Captured(program, strategy, attempts, seconds=seconds)
+    captured.refined_dynamic_shapes = refined
     if has_translation is not None:
         # Never edit a program the caller handed us; run_decompositions returns a new one.
         _decompose_untranslated(captured, has_translation,
                                 in_place=not isinstance(model, torch.export.ExportedProgram))
     return captured
+
+
+def _export_refining(module: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any] | None,
+                     dynamic_shapes: Any, *, strict: bool, size_oblivious: bool
+                     ) -> tuple[torch.export.ExportedProgram, Any]:
+    """torch.export.export; on a constraint violation with suggested fixes, apply them and
+    retry once. Returns the program and the refined spec (None if the first try worked)."""
+    # Static shapes need no loop-shaped RNN kernels (the stock ones are cheaper).
+    rnns = loop_shaped_rnns() if dynamic_shapes is not None else contextlib.nullcontext()
+    oblivious = torch.fx.experimental._config.patch(backed_size_oblivious=True) \
+        if size_oblivious else contextlib.nullcontext()
+
+    def run(spec: Any) -> torch.export.ExportedProgram:
+        with capture_kernels(), rnns, oblivious:
+            return torch.export.export(module, tuple(args), kwargs=kwargs or None,
+                                       dynamic_shapes=spec, strict=strict)
+
+    try:
+        return run(dynamic_shapes), None
+    except torch._dynamo.exc.UserError as e:
+        message = getattr(e, "msg", str(e))
+        if dynamic_shapes is None or "Suggested fixes" not in message:
+            raise
+        try:
+            refined = torch.export.dynamic_shapes.refine_dynamic_shapes_from_suggested_fixes(
+                message, dynamic_shapes)
+        except Exception:  # noqa: BLE001  (no usable fix: the original error stands)
+            raise e from None
+        try:
+            return run(refined), refined
+        except Exception:  # noqa: BLE001  (the refined spec failed too: report the first error)
+            raise e from None
 
 
 # torch.export's ConstraintViolationError lines (torch/fx/experimental/symbolic_shapes.py and

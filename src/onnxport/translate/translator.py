@@ -157,9 +157,12 @@ class Translator:
         output_names: Sequence[str] | None = None,
         custom_opsets: dict[str, int] | None = None,
         dim_names: dict[str, dict[int, str]] | None = None,
+        leaf_dim_names: dict[int, dict[int, str]] | None = None,
     ) -> None:
         self.captured = captured
         self.input_dim_names = dict(dim_names or {})
+        # {position among the user inputs (constants included): {axis: name}}
+        self.leaf_dim_names = dict(leaf_dim_names or {})
         self.dim_names: dict[str, str] = {}
         self.registry = registry
         self.opset = opset
@@ -236,6 +239,7 @@ class Translator:
         constants = program.constants
         kind = torch.export.graph_signature.InputKind
         user_inputs: list[tuple[torch.fx.Node, str]] = []
+        leaf_of: dict[torch.fx.Node, int] = {}
         for node in program.graph.nodes:
             if node.op != "placeholder":
                 continue
@@ -248,17 +252,20 @@ class Translator:
             elif spec is not None and spec.kind is not kind.USER_INPUT:
                 raise TranslationError(f"unsupported graph input kind {spec.kind.name}", node=node.name)
             elif isinstance(val, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
+                leaf_of[node] = len(leaf_of)
                 index = len(user_inputs)
                 name = self.input_names[index] if index < len(self.input_names) else node.name
                 user_inputs.append((node, name))
             else:
                 # Python constants among the inputs were specialised by torch.export.
+                leaf_of[node] = len(leaf_of)
                 self.env[node] = val
         # Names the user gave win over the `<input>_dim_<axis>` defaults, whichever input
         # mentions the symbol first.
         for is_explicit in (True, False):
             for index, (node, name) in enumerate(user_inputs):
-                given = (self.input_dim_names.get(name) or self.input_dim_names.get(node.name)
+                given = (self.leaf_dim_names.get(leaf_of[node])
+                         or self.input_dim_names.get(name) or self.input_dim_names.get(node.name)
                          or self.input_dim_names.get(f"#{index}"))
                 self._learn_dim_names(node_value(node), given, name, explicit=is_explicit)
         complex_inputs = []

@@ -25,13 +25,26 @@ class ExportReport:
     verification: list[Any] = dataclasses.field(default_factory=list)
     error: BaseException | None = None
     diagnostics: list[Any] = dataclasses.field(default_factory=list)
+    capture_strategy: str | None = None
+    refined_dynamic_shapes: str | None = None
+    profile_path: str | None = None
 
     def render(self) -> str:
         """The report as markdown text."""
         ok = self.error is None
         out = [f"# onnxport export report: {self.model_name}", "",
                f"- result: {'success' if ok else 'FAILED'}",
-               f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}", ""]
+               f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}"]
+        if self.capture_strategy:
+            out.append(f"- captured by: torch.export ({self.capture_strategy})"
+                       if self.capture_strategy in ("strict", "non-strict")
+                       else f"- captured by: {self.capture_strategy}")
+        if self.refined_dynamic_shapes:
+            out.append(f"- dynamic_shapes refined by torch.export's suggested fixes: "
+                       f"`{self.refined_dynamic_shapes}`")
+        if self.profile_path:
+            out.append(f"- profile: {self.profile_path}")
+        out.append("")
         if self.error is not None:
             out += ["## Error", "", "```", "".join(traceback.format_exception_only(self.error)).strip(),
                     "```", ""]
