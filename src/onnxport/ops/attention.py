@@ -3,12 +3,17 @@
 softmax(Q @ K^T * scale + mask) @ V, with a boolean mask (True = attend) turned into -inf,
 a float mask added, is_causal as a lower-triangular (top-left aligned) boolean mask, and
 enable_gqa repeating each key/value head for its group of query heads. Half-precision inputs
-are computed in float32, as torch's CPU math kernel does.
+are computed in float32, as torch's CPU math kernel does. dropout_p > 0 becomes a Dropout node
+on the attention weights (ratio dropout_p, no training_mode input), as torch.onnx emits it:
+inference runtimes skip it.
+
+At opset >= 23 a 4-D attention without dropout is the single ONNX `Attention` node.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import onnx_ir as ir
@@ -49,11 +54,10 @@ def _causal_mask(g: GraphBuilder, query: Tensor, key: Tensor) -> Tensor:
 
 
 def _dtypes(query: Tensor, dropout_p: float) -> tuple[ir.DataType, ir.DataType]:
-    """The output dtype and the compute dtype (float32 for half types); rejects dropout."""
-    if dropout_p != 0:
-        raise TranslationError(
-            f"scaled_dot_product_attention with dropout_p={dropout_p}: random dropout has no "
-            "deterministic ONNX equivalent; export the model in eval mode")
+    """The output dtype and the compute dtype (float32 for half types)."""
+    if not 0 <= dropout_p <= 1:
+        raise TranslationError(f"scaled_dot_product_attention with dropout_p={dropout_p}: "
+                               "expected a probability in [0, 1]")
     out = query.dtype
     if out is None:
         raise TranslationError("scaled_dot_product_attention on a query of unknown dtype")
@@ -101,6 +105,19 @@ def _values(g: GraphBuilder, query: Tensor, value: Tensor, enable_gqa: bool,
     return cast(g, v, compute)
 
 
+def _dropout(g: GraphBuilder, probs: Tensor, dropout_p: float) -> Tensor:
+    """Dropout on the attention weights, as torch.onnx exports it: `Dropout(probs, ratio)`
+    without a training_mode input, so that inference (the default) passes them through."""
+    if not dropout_p:
+        return probs
+    warnings.warn(
+        f"scaled_dot_product_attention with dropout_p={dropout_p} is exported as a Dropout node "
+        f"(ratio {dropout_p}) on the attention weights: the exported graph is random only where "
+        "the runtime runs it in training mode; in inference (ONNX Runtime's default) it computes "
+        "attention without dropout", UserWarning, stacklevel=2)
+    return g.op("Dropout", probs, g.const(float(dropout_p), like=probs))  # type: ignore[no-any-return]
+
+
 def _safe_softmax(g: GraphBuilder, scores: Tensor) -> Tensor:
     """Softmax over the last axis; a fully masked (all -inf) row gives zeros, as torch's
     math kernel (`_safe_softmax`) does, rather than NaN."""
@@ -116,7 +133,7 @@ def aten_scaled_dot_product_attention(g: GraphBuilder, query: Tensor, key: Tenso
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
     scores, compute, out = _attention_scores(g, query, key, attn_mask, dropout_p, is_causal, scale,
                                              enable_gqa)
-    probs = _safe_softmax(g, scores)
+    probs = _dropout(g, _safe_softmax(g, scores), dropout_p)
     return cast(g, g.op("MatMul", probs, _values(g, query, value, enable_gqa, compute)), out)
 
 
@@ -127,8 +144,10 @@ def aten_scaled_dot_product_attention_23(g: GraphBuilder, query: Tensor, key: Te
                                          enable_gqa: bool = False) -> Tensor:
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
     # ONNX Attention (opset 23) takes 4-D (B, H, S, E) inputs; it has torch's boolean-mask
-    # convention (True = attend), top-left causal mask, default scale and grouped heads.
-    if rank(query) != 4 or rank(key) != 4 or rank(value) != 4:
+    # convention (True = attend), top-left causal mask (without past_key), default scale,
+    # grouped heads (kv heads dividing q heads, which torch requires with enable_gqa) and a
+    # zero row where every key is masked. It has no dropout.
+    if rank(query) != 4 or rank(key) != 4 or rank(value) != 4 or dropout_p:
         return aten_scaled_dot_product_attention(g, query, key, value, attn_mask, dropout_p,
                                                  is_causal, scale=scale, enable_gqa=enable_gqa)
     out, compute = _dtypes(query, dropout_p)
@@ -148,7 +167,7 @@ def aten__scaled_dot_product_flash_attention_for_cpu(
     """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)"""
     scores, compute, out = _attention_scores(g, query, key, attn_mask, dropout_p, is_causal, scale,
                                              False)
-    probs = _safe_softmax(g, scores)
+    probs = _dropout(g, _safe_softmax(g, scores), dropout_p)
     output = cast(g, g.op("MatMul", probs, _values(g, query, value, False, compute)), out)
     # logsumexp of the scores over the key axis, (B, H, L) in float32
     lse: Any = g.op("ReduceLogSumExp", scores, g.const([-1], _I64), keepdims=0) if g.opset >= 18 \

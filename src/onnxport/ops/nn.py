@@ -854,12 +854,37 @@ def _group_norm(g: GraphBuilder, input: Tensor, groups: int, weight: Tensor | No
     return y, g.op("Squeeze", mean, axis), g.op("Squeeze", rstd, axis)
 
 
+def _group_normalization(g: GraphBuilder, input: Tensor, groups: int, weight: Tensor | None,
+                         bias: Tensor | None, eps: float) -> Tensor | None:
+    """One GroupNormalization node (opset 21: per-channel scale and bias), or None where the
+    node does not apply (rank < 3 or an empty input: kept on the decomposition)."""
+    if g.opset < 21 or input.shape is None or len(input.shape) < 3 \
+            or any(isinstance(d, int) and d == 0 for d in input.shape):
+        return None
+    compute = _compute_dtype(input)
+    channels = _dim(g, input, 1)
+    if isinstance(channels, int):
+        ones: Any = g.const(np.ones(channels), compute)
+        zeros: Any = g.const(np.zeros(channels), compute)
+    else:
+        c = g.op("Shape", input, start=1, end=2)
+        ones = g.op("ConstantOfShape", c, value=ir.tensor(np.ones(1, compute.numpy())))
+        zeros = g.op("ConstantOfShape", c, value=ir.tensor(np.zeros(1, compute.numpy())))
+    scale = ones if weight is None else cast(g, weight, compute)
+    shift = zeros if bias is None else cast(g, bias, compute)
+    return g.op("GroupNormalization", cast(g, input, compute), scale, shift,  # type: ignore[no-any-return]
+                num_groups=int(groups), epsilon=float(eps))
+
+
 @register(aten.group_norm.default)
 def aten_group_norm(g: GraphBuilder, input: Tensor, num_groups: int, weight: Tensor | None = None,
                     bias: Tensor | None = None, eps: float = 1e-05,
                     cudnn_enabled: bool = True) -> Tensor:
     """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1.0000000000000001e-05, bool cudnn_enabled=True) -> Tensor"""
-    return cast(g, _group_norm(g, input, num_groups, weight, bias, eps)[0], g.out_dtype())
+    y = _group_normalization(g, input, num_groups, weight, bias, eps)
+    if y is None:
+        y = _group_norm(g, input, num_groups, weight, bias, eps)[0]
+    return cast(g, y, g.out_dtype())
 
 
 @register(aten.native_group_norm.default)
@@ -867,6 +892,11 @@ def aten_native_group_norm(g: GraphBuilder, input: Tensor, weight: Tensor | None
                            N: int, C: int, HxW: int, group: int,
                            eps: float) -> tuple[Tensor, Tensor, Tensor]:
     """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
+    if not g.out_is_read(1) and not g.out_is_read(2):
+        # GroupNormalization has no mean/rstd outputs: only when nothing reads them.
+        y1 = _group_normalization(g, input, group, weight, bias, eps)
+        if y1 is not None:
+            return cast(g, y1, g.out_dtype()), None, None  # type: ignore[return-value]
     y, mean, rstd = _group_norm(g, input, group, weight, bias, eps)
     return cast(g, y, g.out_dtype()), cast(g, mean, g.out_dtype(1)), cast(g, rstd, g.out_dtype(2))
 
