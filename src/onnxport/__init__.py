@@ -31,6 +31,7 @@ from onnxport.errors import (
 )
 from onnxport.exportable import ExportableModule
 from onnxport.fake import ONNXFakeContext, enable_fake_mode
+from onnxport.input_observer import InputObserver
 from onnxport.options import DiagnosticOptions, ExportOptions
 from onnxport.program import ONNXProgram, ONNXRuntimeOptions
 from onnxport.registry import OnnxRegistry
@@ -62,6 +63,7 @@ __all__ = [
     "ONNXProgram",
     "ExportableModule",
     "ONNXRuntimeOptions",
+    "InputObserver",
     "OnnxRegistry",
     "register",
     "errors",
