@@ -89,6 +89,15 @@ def test_group_norm_opset_21_float16() -> None:
     torch.testing.assert_close(got, F.group_norm(x.float(), 2, w.float(), b.float()).half())
 
 
+def test_group_norm_opset_21_float64_keeps_float64_statistics() -> None:
+    """GroupNormalization keeps its statistics in float32 (stash_type); float64 stays on the
+    decomposition so that it matches torch at float64 tolerances."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 3, 5, dtype=torch.float64) * 100 + 1000
+    program = export_and_compare(Fn(lambda x: F.group_norm(x, 2)), (x,), opset_version=21)
+    assert count(program, "GroupNormalization") == 0
+
+
 # -- scaled_dot_product_attention -> Attention (opset 23) ------------------------------------
 
 def _qkv(hq: int, hkv: int, lq: int = 5, lkv: int = 7) -> tuple[torch.Tensor, ...]:

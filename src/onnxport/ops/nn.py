@@ -857,8 +857,10 @@ def _group_norm(g: GraphBuilder, input: Tensor, groups: int, weight: Tensor | No
 def _group_normalization(g: GraphBuilder, input: Tensor, groups: int, weight: Tensor | None,
                          bias: Tensor | None, eps: float) -> Tensor | None:
     """One GroupNormalization node (opset 21: per-channel scale and bias), or None where the
-    node does not apply (rank < 3 or an empty input: kept on the decomposition)."""
+    node does not apply (rank < 3, an empty input, or float64, whose statistics the node keeps
+    in float32 (stash_type): kept on the decomposition)."""
     if g.opset < 21 or input.shape is None or len(input.shape) < 3 \
+            or input.dtype == ir.DataType.DOUBLE \
             or any(isinstance(d, int) and d == 0 for d in input.shape):
         return None
     compute = _compute_dtype(input)
