@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,7 +28,6 @@ from onnxport.errors import OnnxExporterError
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-_COMPLEX_OUTPUTS = "pkg.onnxport.complex_outputs"
 _TWO_GB = 2 * 1024**3
 # Protobuf cannot hold a message of 2 GiB; leave room for the graph itself.
 _EXTERNAL_THRESHOLD = _TWO_GB - 64 * 1024**2
@@ -79,12 +79,26 @@ def _ort_session_initializer(model: str | bytes, options: ONNXRuntimeOptions | N
 class ONNXProgram:
     """An exported ONNX model that can be saved, inspected and run with torch tensors.
 
+    Calling the program takes what the exported program takes: tensors, and Python
+    ints / floats / bools where torch.export kept a SymInt / SymFloat / SymBool input
+    symbolic; inputs torch.export specialised (plain Python values, None) are not graph
+    inputs and are skipped.
+
     Complex tensors: ONNX Runtime has no complex kernels, so a complex64 (complex128) input or
     output of shape S is a float32 (float64) tensor of shape S + [2] in the ONNX model (real,
     imaginary in the last axis, the layout of ONNX's DFT). The model lists them by position in
     its `metadata_props` (`pkg.onnxport.complex_inputs`, `pkg.onnxport.complex_outputs`,
-    comma-separated indices); calling the program takes and returns complex torch tensors,
-    converted with `torch.view_as_real` and `torch.view_as_complex`.
+    comma-separated indices). Calling the program takes complex torch tensors (converted with
+    `torch.view_as_real`) and returns what the graph holds, the real (..., 2) pairs, as
+    torch.onnx's ONNXProgram does; `torch.view_as_complex(out)` turns one back.
+
+    Attributes:
+        model: The ONNX model, an `onnx_ir.Model`.
+        exported_program: The torch.export program the model was translated from, or None.
+        capture_strategy: How the model was captured: "non-strict", "strict" (torch.export),
+            "exported-program" (the caller passed an ExportedProgram), "torchscript"; None
+            when not known. Set by the exporter.
+        runtime_options: The `ONNXRuntimeOptions` sessions are created with, or None.
 
     Example:
         >>> import torch, onnxport
@@ -100,6 +114,7 @@ class ONNXProgram:
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
         self.runtime_options: ONNXRuntimeOptions | None = None
         self.diagnostic_context: Any = None
+        self.capture_strategy: str | None = None
 
     def __repr__(self) -> str:
         return f"ONNXProgram(\n{self.model}\n)"
@@ -227,19 +242,22 @@ class ONNXProgram:
         self.release()
 
     # -- running -------------------------------------------------------------------------
+    def _session_model(self) -> tuple[str | bytes, tempfile.TemporaryDirectory[str] | None]:
+        """The model as ONNX Runtime loads it: bytes, or a file with external data past 2 GB."""
+        self._check_weights("run the model")
+        if _weights_bytes(self.model) > _EXTERNAL_THRESHOLD:
+            tempdir = tempfile.TemporaryDirectory(prefix="onnxport_")
+            path = os.path.join(tempdir.name, "model.onnx")
+            ir.save(self.model, path, external_data="model.onnx.data")
+            return path, tempdir
+        return ir.to_proto(self.model).SerializeToString(), None
+
     def initialize_inference_session(
         self, initializer: Callable[..., ort.InferenceSession] = _ort_session_initializer
     ) -> None:
         """Create the ONNX Runtime session `__call__` uses (done on first call otherwise)."""
         self.release()
-        self._check_weights("run the model")
-        if _weights_bytes(self.model) > _EXTERNAL_THRESHOLD:
-            self._tempdir = tempfile.TemporaryDirectory(prefix="onnxport_")
-            path = os.path.join(self._tempdir.name, "model.onnx")
-            ir.save(self.model, path, external_data="model.onnx.data")
-            model: str | bytes = path
-        else:
-            model = ir.to_proto(self.model).SerializeToString()
+        model, self._tempdir = self._session_model()
         if initializer is _ort_session_initializer:
             self._session = initializer(model, self.runtime_options)
         else:
@@ -255,6 +273,10 @@ class ONNXProgram:
     def __call__(self, *args: Any, **kwargs: Any) -> list[torch.Tensor]:
         """Run the model in ONNX Runtime on the same (structured) inputs as the PyTorch model.
 
+        Takes what the exported program takes (see the class docstring): tensors, and Python
+        numbers for symbolic scalar inputs. Returns the graph outputs as torch tensors;
+        complex outputs come back as their real (..., 2) pairs, as from torch.onnx.
+
         Two keyword arguments are taken for onnxport itself, as in torch.onnx 2.1:
         `options=ONNXRuntimeOptions(...)` (session options, execution providers) and
         `model_with_state_dict=module` (weights for a model exported in fake mode).
@@ -268,31 +290,152 @@ class ONNXProgram:
         if options is not None and options is not self.runtime_options:
             self.runtime_options = options
             self.release()
+        feed = self._feed(args, kwargs)
         if self._session is None:
             self.initialize_inference_session()
         assert self._session is not None
-        tensors = self.flatten_inputs(args, kwargs)
-        input_names = [i.name for i in self._session.get_inputs()]
-        if len(tensors) != len(input_names):
-            raise OnnxExporterError(
-                f"the model takes {len(input_names)} tensor inputs ({', '.join(input_names)}), "
-                f"got {len(tensors)}")
-        feed = {name: _to_numpy(t) for name, t in zip(input_names, tensors)}
-        if _has_bfloat16(self._session):
-            outputs = _run_with_bfloat16(self._session, feed)
-        else:
-            outputs = [_from_numpy(o) for o in self._session.run(None, feed)]
-        for index in self._complex_indices(_COMPLEX_OUTPUTS):
-            outputs[index] = _complex_from_pairs(outputs[index])
-        return outputs
+        return _run_session(self._session, feed)
 
-    def _complex_indices(self, key: str) -> list[int]:
-        """Positions of the inputs or outputs that carry complex tensors as real pairs."""
-        listed = self.model.metadata_props.get(key, "")
-        return [int(i) for i in listed.split(",") if i]
+    def call_reference(self, *args: Any, **kwargs: Any) -> list[torch.Tensor]:
+        """Run the model with ONNX's reference evaluator (`onnx.reference.ReferenceEvaluator`).
+
+        Takes and returns what `__call__` does; slow, but independent of ONNX Runtime.
+        """
+        from onnx.reference import ReferenceEvaluator
+
+        feed = self._feed(args, kwargs)
+        self._check_weights("run the model")
+        evaluator = ReferenceEvaluator(self.model_proto)
+        return [_from_numpy(o) for o in evaluator.run(None, feed)]
+
+    def compute_values(self, value_names: Sequence[str], args: Sequence[Any] = (),
+                       kwargs: Mapping[str, Any] | None = None) -> list[torch.Tensor]:
+        """Run the model in ONNX Runtime and return the named values, in the order named.
+
+        Any value of the main graph can be named: a graph input, a weight, or the output of
+        a node (values inside subgraphs cannot). The model itself is left as it is; the run
+        uses a session of its own, so the session `__call__` uses is kept.
+
+        Args:
+            value_names: Names of values of the main graph.
+            args: The model's positional inputs, as for `__call__`.
+            kwargs: The model's keyword inputs, as for `__call__`.
+
+        Raises:
+            ValueError: a name is not a value of the main graph.
+        """
+        if isinstance(value_names, str):
+            raise TypeError(f"compute_values: value_names must be a sequence of value names, "
+                            f"not the str {value_names!r}; pass [{value_names!r}]")
+        graph = self.model.graph
+        values = _values_by_name(graph)
+        for name in value_names:
+            if name not in values:
+                raise ValueError(f"Value '{name}' not found in the model. Please provide a valid "
+                                 "value name (graph inputs, initializers and node outputs of "
+                                 "the main graph).")
+        feed = self._feed(args, kwargs or {})
+        wanted = list(dict.fromkeys(value_names))
+        original_outputs = list(graph.outputs)
+        try:
+            graph.outputs.clear()
+            graph.outputs.extend(values[name] for name in wanted)
+            model, tempdir = self._session_model()
+        finally:
+            graph.outputs.clear()
+            graph.outputs.extend(original_outputs)
+        try:
+            session = _ort_session_initializer(model, self.runtime_options)
+            results = dict(zip(wanted, _run_session(session, feed)))
+            del session
+        finally:
+            if tempdir is not None:
+                tempdir.cleanup()
+        return [results[name] for name in value_names]
+
+    def rename_axes(self, rename_mapping: Mapping[str | ir.SymbolicDim, str]) -> None:
+        """Rename symbolic dimensions everywhere in the model, as torch.onnx does.
+
+        Every value's shape is updated: graph inputs and outputs, weights, intermediate
+        values, values inside subgraphs (If/Loop/Scan bodies) and model-local functions.
+        A dimension named exactly by a key is renamed; in a dimension that is an expression
+        ("2*s1", "s1 + s2") each key is replaced where it appears as a whole word, longest
+        keys first and in one pass (so {"a": "b", "b": "a"} swaps).
+
+        Example:
+            >>> batch = program.model.graph.inputs[0].shape[0]
+            >>> program.rename_axes({batch: "batch"})
+
+        Args:
+            rename_mapping: Old axis (its name, or an `onnx_ir.SymbolicDim` taken from the
+                model) to new name.
+
+        Raises:
+            ValueError: a key is neither a str nor a SymbolicDim with a name, or a new name
+                is not a non-empty str.
+        """
+        mapping: dict[str, str] = {}
+        for key, new_name in rename_mapping.items():
+            if isinstance(key, ir.SymbolicDim):
+                if not isinstance(key.value, str):
+                    raise ValueError(f"rename_mapping: the SymbolicDim key {key!r} has no name; "
+                                     "expected a named dimension")
+                old_name = key.value
+            elif isinstance(key, str):
+                old_name = key
+            else:
+                raise ValueError(f"rename_mapping: keys must be str or onnx_ir.SymbolicDim, got "
+                                 f"{type(key).__name__} {key!r}")
+            if not isinstance(new_name, str) or not new_name:
+                raise ValueError(f"rename_mapping: the new name for {old_name!r} must be a "
+                                 f"non-empty str, got {new_name!r}")
+            mapping[old_name] = new_name
+        self.release()
+        if not mapping:
+            return
+        pattern = re.compile("|".join(
+            rf"(?<!\w){re.escape(name)}(?!\w)" for name in sorted(mapping, key=len, reverse=True)))
+
+        def renamed(name: str) -> str:
+            if name in mapping:
+                return mapping[name]
+            return pattern.sub(lambda m: mapping[m.group(0)], name)
+
+        for value in _all_values(self.model):
+            shape = value.shape
+            if shape is None:
+                continue
+            dims: list[Any] = []
+            changed = False
+            for dim in shape:
+                if isinstance(dim, ir.SymbolicDim) and isinstance(dim.value, str):
+                    new = renamed(dim.value)
+                    changed |= new != dim.value
+                    dims.append(new)
+                else:
+                    dims.append(dim)
+            if changed:
+                denotations = [shape.get_denotation(i) for i in range(shape.rank())]
+                value.shape = ir.Shape(dims, denotations=denotations)
+
+    def _feed(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The ONNX Runtime feed: graph input name to array."""
+        leaves = self.flatten_inputs(args, kwargs)
+        inputs = list(self.model.graph.inputs)
+        if len(leaves) != len(inputs):
+            names = ", ".join(str(v.name) for v in inputs)
+            raise OnnxExporterError(
+                f"the model takes {len(inputs)} inputs ({names}), got {len(leaves)} (tensors, "
+                "and Python numbers for symbolic int/float/bool inputs)")
+        return {str(v.name): _input_array(x, v) for v, x in zip(inputs, leaves)}
 
     def flatten_inputs(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
-        """The tensor leaves of (args, kwargs), in the order of the graph inputs."""
+        """The leaves of (args, kwargs) that are graph inputs, in the order of the graph inputs.
+
+        With an exported program, a leaf is a graph input when torch.export made it a tensor,
+        SymInt, SymFloat or SymBool input; leaves it specialised (Python values, None) are left
+        out. Without one, the tensor and array leaves.
+        """
         ordered_kwargs = dict(kwargs)
         spec = None
         if self.exported_program is not None:
@@ -303,7 +446,74 @@ class ONNXProgram:
                 ordered_kwargs = {k: kwargs[k] for k in keys if k in kwargs}
                 ordered_kwargs.update({k: v for k, v in kwargs.items() if k not in ordered_kwargs})
         leaves = torch.utils._pytree.tree_leaves((tuple(args), ordered_kwargs))
+        kept = _graph_input_leaves(self.exported_program)
+        if kept is not None and len(kept) == len(leaves):
+            return [x for x, keep in zip(leaves, kept) if keep]
         return [x for x in leaves if isinstance(x, (torch.Tensor, np.ndarray))]
+
+
+_SYMBOLIC = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _graph_input_leaves(program: torch.export.ExportedProgram | None) -> list[bool] | None:
+    """For each user input of `program`, in order, whether it became a graph input."""
+    if program is None:
+        return None
+    user = {s.arg.name for s in program.graph_signature.input_specs
+            if s.kind == torch.export.graph_signature.InputKind.USER_INPUT and hasattr(s.arg, "name")}
+    return [isinstance(node.meta.get("val"), _SYMBOLIC) for node in program.graph.nodes
+            if node.op == "placeholder" and node.name in user]
+
+
+def _input_array(x: Any, value: ir.Value) -> np.ndarray:
+    """One input as the array ONNX Runtime takes for graph input `value`."""
+    if isinstance(x, (torch.Tensor, np.ndarray)):
+        return _to_numpy(x)
+    if isinstance(x, (bool, int, float, np.bool_, np.integer, np.floating)):
+        if value.dtype is not None:
+            return np.asarray(x, dtype=value.dtype.numpy())
+        default = np.bool_ if isinstance(x, (bool, np.bool_)) else (
+            np.int64 if isinstance(x, (int, np.integer)) else np.float32)
+        return np.asarray(x, dtype=default)
+    raise TypeError(f"input '{value.name}': expected a torch.Tensor, a numpy array or a Python "
+                    f"bool/int/float, got {type(x).__name__}")
+
+
+def _run_session(session: ort.InferenceSession, feed: dict[str, np.ndarray]) -> list[torch.Tensor]:
+    if _has_bfloat16(session):
+        return _run_with_bfloat16(session, feed)
+    return [_from_numpy(o) for o in session.run(None, feed)]
+
+
+def _values_by_name(graph: ir.Graph) -> dict[str, ir.Value]:
+    """The named values of `graph` (not of its subgraphs): weights, inputs, node outputs."""
+    values: dict[str, ir.Value] = dict(graph.initializers)
+    values.update((v.name, v) for v in graph.inputs if v.name)
+    for node in graph:
+        values.update((v.name, v) for v in node.outputs if v.name)
+    return values
+
+
+def _all_values(model: ir.Model) -> Iterator[ir.Value]:
+    """Every value of the model: main graph, subgraphs and functions, each once."""
+    seen: set[int] = set()
+    stack: list[ir.Graph] = [model.graph, *(f.graph for f in model.functions.values())]
+    while stack:
+        graph = stack.pop()
+        for value in (*graph.inputs, *graph.initializers.values(), *graph.outputs):
+            if id(value) not in seen:
+                seen.add(id(value))
+                yield value
+        for node in graph:
+            for value in node.outputs:
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    yield value
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.GRAPH:
+                    stack.append(attr.value)
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    stack.extend(attr.value)
 
 
 def _to_numpy(t: Any) -> np.ndarray:
@@ -313,47 +523,45 @@ def _to_numpy(t: Any) -> np.ndarray:
     if t.is_complex():
         # The model takes complex inputs as real (..., 2) pairs (see ONNXProgram).
         t = torch.view_as_real(t.resolve_conj())
-    if t.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return t.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
+    if t.dtype in _ML_DTYPES:
+        # bfloat16 and float8: their bits, viewed as the ml_dtypes type ONNX uses.
+        bits = torch.uint16 if t.dtype == torch.bfloat16 else torch.uint8
+        return t.contiguous().view(bits).numpy().view(_dtypes.to_ir(t.dtype).numpy())
     return t.numpy()
 
 
-def _complex_from_pairs(t: torch.Tensor) -> torch.Tensor:
-    """The complex tensor whose real (..., 2) pairs `t` holds."""
-    if t.numel() == 0:
-        # view_as_complex wants a unit stride, which an empty array need not have.
-        dtype = torch.complex128 if t.dtype == torch.float64 else torch.complex64
-        return torch.zeros(t.shape[:-1], dtype=dtype)
-    return torch.view_as_complex(t.contiguous())
-
-
-_BFLOAT16 = "tensor(bfloat16)"
+# Types numpy has only through ml_dtypes, which `session.run` cannot take or return.
+_ML_DTYPES = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2,
+              torch.float8_e5m2fnuz)
+_ML_ORT_TYPES = {f"tensor({_dtypes.to_ir(t).name.lower()})": t for t in _ML_DTYPES}
+_ML_NUMPY_NAMES = {_dtypes.to_ir(t).numpy().name: t for t in _ML_DTYPES}
 
 
 def _has_bfloat16(session: ort.InferenceSession) -> bool:
-    """Whether a graph input or output is bfloat16, which numpy (and so `run`) cannot hold."""
-    return any(v.type == _BFLOAT16 for v in (*session.get_inputs(), *session.get_outputs()))
+    """Whether a graph input or output is bfloat16 or float8, which numpy (and so `run`)
+    cannot hold."""
+    return any(v.type in _ML_ORT_TYPES for v in (*session.get_inputs(), *session.get_outputs()))
 
 
 def _run_with_bfloat16(session: ort.InferenceSession, feed: dict[str, np.ndarray]) -> list[Any]:
-    """`session.run` through OrtValues: bfloat16 goes in as its raw 16-bit patterns and comes
-    out through DLPack, as ONNX Runtime's numpy conversion has no bfloat16."""
+    """`session.run` through OrtValues: bfloat16 and float8 go in as their raw bit patterns
+    and come out through DLPack, as ONNX Runtime's numpy conversion has neither."""
     import onnxruntime as ort
 
     values = {}
     for name, array in feed.items():
         # (np.ascontiguousarray would make a 0-d array 1-d)
         array = np.require(array, requirements="C")
-        if array.dtype.name == "bfloat16":
+        dtype = _ML_NUMPY_NAMES.get(array.dtype.name)
+        if dtype is not None:
             values[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
-                array.view(np.uint16), int(ir.DataType.BFLOAT16))
+                array.view(np.uint16 if array.dtype.itemsize == 2 else np.uint8),
+                int(_dtypes.to_ir(dtype)))
         else:
             values[name] = ort.OrtValue.ortvalue_from_numpy(array)
     outputs: list[Any] = []
     for value in session.run_with_ort_values(None, values):
-        if value.is_tensor() and value.data_type() == _BFLOAT16:
+        if value.is_tensor() and value.data_type() in _ML_ORT_TYPES:
             outputs.append(torch.from_dlpack(value).clone())
         else:
             outputs.append(_from_numpy(value.numpy()))
@@ -362,8 +570,10 @@ def _run_with_bfloat16(session: ort.InferenceSession, feed: dict[str, np.ndarray
 
 def _from_numpy(a: Any) -> torch.Tensor:
     a = np.asarray(a)
-    if a.dtype.name == "bfloat16":
-        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16)
+    dtype = _ML_NUMPY_NAMES.get(a.dtype.name)
+    if dtype is not None:
+        bits = np.uint16 if a.dtype.itemsize == 2 else np.uint8
+        return torch.from_numpy(a.view(bits)).view(dtype)
     return torch.from_numpy(a)
 
 

@@ -21,6 +21,8 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from onnxport.verify.compare import as_complex_like
+
 
 @dataclasses.dataclass(frozen=True)
 class Gap:
@@ -123,7 +125,8 @@ def assert_outputs_match(actual: list[Any], expected: list[torch.Tensor], random
     assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
     random = random if len(random) == len(expected) else [False] * len(expected)
     for a, e, r in zip(actual, expected, random):
-        a = torch.as_tensor(a)
+        # Complex outputs come back from ONNXProgram as their real (..., 2) pairs.
+        a = as_complex_like(torch.as_tensor(a), e)
         if r:
             assert (a.shape, a.dtype) == (e.shape, e.dtype), (
                 f"random output: {a.dtype}{list(a.shape)}, expected {e.dtype}{list(e.shape)}")
