@@ -16,7 +16,7 @@ DOCUMENTED_TORCHSCRIPT = {  # ../shared/reference/003 (TorchScript-based exporte
     "utils", "verification", "symbolic_helper", "CheckerError", "UnsupportedOperatorError",
     "is_in_onnx_export",
 }
-TORCH_2_13 = {"ExportableModule"}  # torch.onnx 2.13 (docs/compat.md)
+TORCH_2_13 = {"InputObserver", "ExportableModule"}  # torch.onnx 2.13 (docs/compat.md)
 OURS = {"register", "errors", "CaptureError", "PassError",
         "TranslationError", "VerificationError"}
 
