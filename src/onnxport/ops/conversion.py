@@ -2,18 +2,61 @@
 
 ONNX values are immutable and have no layout, device or memory format, so every copy,
 alias and layout change is the value itself, cast where the dtype changes.
+
+Conversions to the float8 types round like PyTorch (`convert_dtype`): the Cast's `saturate`
+follows `_dtypes.CAST_SATURATE`, constants are converted by PyTorch itself, and float8 to
+float8 goes through float32, as PyTorch converts.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import onnx_ir as ir
 import torch
 
+from onnxport import _dtypes
 from onnxport.ops._helpers import cast
 from onnxport.ops.random import dropout_train
+from onnxport.errors import TranslationError
 from onnxport.translate import GraphBuilder, Tensor, aten, register
+
+
+# ONNX Runtime 1.32 casts float values in [61440, 65536) to NaN for FLOAT8E5M2 with
+# saturate=0, where the ONNX spec and PyTorch round them to inf (61440 is the tie between
+# the largest finite value 57344 and 65536).
+_E5M2_OVERFLOW = 61440.0
+
+
+def convert_dtype(g: GraphBuilder, x: Any, dtype: ir.DataType) -> Any:
+    """`x` converted to `dtype` with PyTorch's rounding (float8 included)."""
+    saturate = _dtypes.CAST_SATURATE.get(dtype)
+    if saturate is None or not isinstance(x, ir.Value) or x.dtype == dtype:
+        return cast(g, x, dtype)
+    source = x.dtype
+    if source is None:
+        raise TranslationError(f"conversion to {_dtypes.to_torch(dtype)} of a value of unknown dtype")
+    if x.const_value is not None and not x.is_initializer():
+        # A constant: let PyTorch round it (numpy's float8 casts do not saturate).
+        array = np.asarray(x.const_value.numpy())
+        if source in _dtypes.FLOAT8 or source == ir.DataType.BFLOAT16:
+            bits = np.uint8 if source in _dtypes.FLOAT8 else np.uint16
+            data = torch.from_numpy(array.view(bits)).view(_dtypes.to_torch(source))
+        else:
+            data = torch.from_numpy(array)
+        converted = data.to(_dtypes.to_torch(dtype)).view(torch.uint8).numpy().view(dtype.numpy())
+        return g.const(converted, dtype)
+    if source in _dtypes.FLOAT8 or source in (ir.DataType.BFLOAT16, ir.DataType.INT16, ir.DataType.INT32,
+                                               ir.DataType.INT64, ir.DataType.UINT16,
+                                               ir.DataType.UINT32, ir.DataType.UINT64):
+        # PyTorch converts through float32 (exact for bfloat16, which ORT has no Abs for).
+        x = g.op("Cast", x, to=ir.DataType.FLOAT)
+    if dtype == ir.DataType.FLOAT8E5M2 and x.dtype not in (ir.DataType.BOOL, ir.DataType.INT8,
+                                                           ir.DataType.UINT8):
+        big = g.op("GreaterOrEqual", g.op("Abs", x), g.const(_E5M2_OVERFLOW, like=x))
+        x = g.op("Where", big, g.op("Mul", x, g.const(float("inf"), like=x)), x)
+    return g.op("Cast", x, to=dtype, saturate=saturate)
 
 
 @register(aten._to_copy.default)
@@ -22,14 +65,14 @@ def aten__to_copy(g: GraphBuilder, self: Tensor, *, dtype: torch.dtype | None = 
                   non_blocking: bool = False, memory_format: Any = None) -> Tensor:
     """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""  # noqa: E501
     # Float to integer truncates toward zero in both ATen and ONNX Cast.
-    return cast(g, self, g.out_dtype())
+    return convert_dtype(g, self, g.out_dtype())
 
 
 @register(aten.to.dtype)
 def aten_to_dtype(g: GraphBuilder, self: Tensor, dtype: torch.dtype, non_blocking: bool = False,
                   copy: bool = False, memory_format: Any = None) -> Tensor:
     """to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)"""  # noqa: E501
-    return cast(g, self, g.out_dtype())
+    return convert_dtype(g, self, g.out_dtype())
 
 
 @register(aten.to.dtype_layout)
@@ -38,7 +81,7 @@ def aten_to_dtype_layout(g: GraphBuilder, self: Tensor, *, dtype: torch.dtype | 
                          non_blocking: bool = False, copy: bool = False,
                          memory_format: Any = None) -> Tensor:
     """to.dtype_layout(Tensor(a) self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)"""  # noqa: E501
-    return cast(g, self, g.out_dtype())
+    return convert_dtype(g, self, g.out_dtype())
 
 
 @register(aten.to.device)
@@ -46,20 +89,20 @@ def aten_to_device(g: GraphBuilder, self: Tensor, device: Any, dtype: torch.dtyp
                    non_blocking: bool = False, copy: bool = False,
                    memory_format: Any = None) -> Tensor:
     """to.device(Tensor(a) self, Device device, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)"""  # noqa: E501
-    return cast(g, self, g.out_dtype())
+    return convert_dtype(g, self, g.out_dtype())
 
 
 @register(aten.to.other)
 def aten_to_other(g: GraphBuilder, self: Tensor, other: Tensor, non_blocking: bool = False,
                   copy: bool = False, memory_format: Any = None) -> Tensor:
     """to.other(Tensor(a) self, Tensor other, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)"""  # noqa: E501
-    return cast(g, self, g.out_dtype())
+    return convert_dtype(g, self, g.out_dtype())
 
 
 @register(aten.type_as.default)
 def aten_type_as(g: GraphBuilder, self: Tensor, other: Tensor) -> Tensor:
     """type_as(Tensor self, Tensor other) -> Tensor"""
-    return cast(g, self, g.out_dtype())
+    return convert_dtype(g, self, g.out_dtype())
 
 
 def _same_value(target: Any):  # type: ignore[no-untyped-def]
@@ -93,19 +136,10 @@ def aten_contiguous(g: GraphBuilder, self: Tensor, *, memory_format: Any = 0) ->
 def aten_copy(g: GraphBuilder, self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor"""
     # The result has self's shape and dtype with src's values broadcast into it.
-    out = cast(g, src, g.out_dtype())
+    out = convert_dtype(g, src, g.out_dtype())
     if src.shape is not None and self.shape is not None and src.shape == self.shape:
         return out
     return g.op("Expand", out, g.op("Shape", self))
-
-
-@register(aten._assert_tensor_metadata.default)
-def aten__assert_tensor_metadata(g: GraphBuilder, a: Tensor, size: Any = None, stride: Any = None,
-                                 dtype: torch.dtype | None = None, *, device: Any = None,
-                                 layout: Any = None) -> None:
-    """_assert_tensor_metadata(Tensor a, SymInt[]? size=None, SymInt[]? stride=None, ScalarType? dtype=None, *, Device? device=None, Layout? layout=None) -> ()"""  # noqa: E501
-    # A trace-time check that torch.export already made; nothing to compute.
-    return None
 
 
 def _dropout(name: str):  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.ops._helpers import cast
+from onnxport.ops.conversion import convert_dtype
 from onnxport.translate import GraphBuilder, Tensor, aten, prims, register
 
 
@@ -140,22 +141,6 @@ def sym_floor(g: GraphBuilder, a: Any) -> Any:
     return cast(g, g.op("Floor", cast(g, a, ir.DataType.FLOAT)), ir.DataType.INT64)
 
 
-@register(aten._assert_scalar.default)
-def aten_assert_scalar(g: GraphBuilder, self: Any, assert_msg: str) -> None:
-    """_assert_scalar(Scalar self, str assert_msg) -> ()"""
-    # torch.export's runtime checks on symbolic sizes (e.g. 0 <= nonzero count <= numel);
-    # they hold for every input the model accepts, and ONNX has no assertion op.
-    return None
-
-
-@register(aten.sym_constrain_range_for_size.default)
-def aten_sym_constrain_range_for_size(g: GraphBuilder, size: Any, *, min: Any = None,
-                                      max: Any = None) -> None:
-    """sym_constrain_range_for_size(Scalar size, *, int? min=None, int? max=None) -> ()"""
-    # A hint for torch's symbolic shape reasoning; nothing to compute.
-    return None
-
-
 @register(torch.sym_ite)
 def sym_ite(g: GraphBuilder, b: Any, t: Any, f: Any) -> Any:
     """torch.sym_ite(b, t, f): t if b else f, on symbolic values."""
@@ -167,4 +152,4 @@ def sym_ite(g: GraphBuilder, b: Any, t: Any, f: Any) -> Any:
 def prims_convert_element_type(g: GraphBuilder, a: Tensor, dtype: torch.dtype) -> Tensor:
     """convert_element_type(Tensor a, ScalarType dtype) -> Tensor"""
     # A plain dtype conversion; the output dtype is `dtype` (also FX's metadata).
-    return cast(g, a, g.out_dtype())
+    return convert_dtype(g, a, g.out_dtype())

@@ -115,6 +115,21 @@ def find_missing(graph_module: torch.fx.GraphModule, registry: Registry, opset: 
     return list(missing.values())
 
 
+def check_dtype_opsets(graph_module: torch.fx.GraphModule, opset: int) -> None:
+    """Raise at the first value whose dtype ONNX only has at a higher opset (float8: 19,
+    float4: 23)."""
+    for node in _all_nodes(graph_module):
+        val = node_value(node)
+        for v in val if isinstance(val, (tuple, list)) else (val,):
+            reason = _dtypes.opset_error(v.dtype, opset) if isinstance(v, torch.Tensor) else None
+            if reason is not None:
+                ctx = node_context(node)
+                where = f" ({ctx.source})" if ctx.source else ""
+                raise TranslationError(f"'{node.name}'{where}: {reason}", node=node.name,
+                                       target=target_name(node.target), module_path=ctx.module_path,
+                                       source=ctx.source)
+
+
 def _touches_complex(node: torch.fx.Node) -> bool:
     """Whether an FX node reads or writes a complex tensor."""
     if involves_complex(node_value(node)):
@@ -181,6 +196,7 @@ class Translator:
         missing = find_missing(program.graph_module, self.registry, self.opset)
         if missing:
             raise unsupported_error(missing, self.opset)
+        check_dtype_opsets(program.graph_module, self.opset)
         for node in fx_graph.nodes:
             self.g.reserve_name(node.name)
         self._add_inputs(program)
@@ -302,7 +318,11 @@ class Translator:
             data = tensor.detach()
             if data.is_complex():
                 data = torch.view_as_real(data.resolve_conj())
-            value.const_value = TorchTensor(data, name=name)
+            if data.dtype == torch.float4_e2m1fn_x2:
+                # Two FP4 values per byte in torch, one per element in ONNX (_dtypes).
+                value.const_value = ir.Tensor(_dtypes.unpack_float4(data), name=name)
+            else:
+                value.const_value = TorchTensor(data, name=name)
         self.g.reserve_name(name)
         # Weights of a fake-mode export have no data yet (apply_weights attaches them).
         self.g.graph.initializers[name] = value
@@ -502,7 +522,8 @@ def _real_dtype(dtype: torch.dtype) -> torch.dtype:
 def _set_type(value: ir.Value, val: Any, dim_names: dict[str, str] | None = None) -> None:
     if isinstance(val, torch.Tensor):
         value.dtype = _dtypes.to_ir(_real_dtype(val.dtype))
-        dims = [_dim(d, dim_names) for d in val.shape]
+        shape = _dtypes.float4_shape(val.shape) if val.dtype == torch.float4_e2m1fn_x2 else val.shape
+        dims = [_dim(d, dim_names) for d in shape]
         if val.dtype.is_complex:
             # A complex tensor of shape S is carried as real pairs of shape S + [2].
             dims.append(2)
