@@ -242,8 +242,14 @@ def _export_dynamo(
 def _from_exportable_module(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
                             input_names: Sequence[str] | None, output_names: Sequence[str] | None,
                             dynamic_shapes: Any) -> tuple[Any, ...]:
-    """An ExportableModule given no inputs supplies its example inputs, names and shapes."""
-    if isinstance(model, ExportableModule) and not args and not kwargs:
+    """An ExportableModule given no inputs supplies its example inputs, names and shapes.
+
+    torch.onnx's own ExportableModule subclasses are taken too: they have the same methods.
+    """
+    exportable = isinstance(model, ExportableModule) or (
+        isinstance(model, torch.nn.Module)
+        and any(c.__name__ == "ExportableModule" for c in type(model).__mro__))
+    if exportable and not args and not kwargs:
         args, kwargs = model.example_arguments()
         args = tuple(args or ())
         input_names = input_names if input_names is not None else model.input_names()

@@ -88,6 +88,12 @@ def resolve_inputs(
     inputs = _TopInputs(model, resolved.args, kwargs)
     resolved.leaf_names = inputs.leaf_names
     if dynamic_shapes is not None:
+        if dynamic_axes:
+            # Both given: dynamic_shapes decides what is dynamic; dynamic_axes only names dims
+            # (those dynamic_shapes leaves unnamed).
+            names_only = ResolvedInputs(resolved.args, kwargs, leaf_names=inputs.leaf_names)
+            _from_dynamic_axes(inputs, dynamic_axes, input_names, output_names, names_only)
+            resolved.dim_names = names_only.dim_names
         resolved.dynamic_shapes = _from_dynamic_shapes(inputs, dynamic_shapes, resolved)
     elif dynamic_axes:
         resolved.dynamic_shapes = _from_dynamic_axes(inputs, dynamic_axes, input_names,

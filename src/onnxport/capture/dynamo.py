@@ -130,12 +130,11 @@ def _export_refining(module: torch.nn.Module, args: Sequence[Any], kwargs: dict[
                      ) -> tuple[torch.export.ExportedProgram, Any]:
     """torch.export.export; on a constraint violation with suggested fixes, apply them and
     retry once. Returns the program and the refined spec (None if the first try worked)."""
-    # Static shapes need no loop-shaped RNN kernels (the stock ones are cheaper).
-    rnns = loop_shaped_rnns() if dynamic_shapes is not None else contextlib.nullcontext()
-    oblivious = torch.fx.experimental._config.patch(backed_size_oblivious=True) \
-        if size_oblivious else contextlib.nullcontext()
-
     def run(spec: Any) -> torch.export.ExportedProgram:
+        # Static shapes need no loop-shaped RNN kernels (the stock ones are cheaper).
+        rnns = loop_shaped_rnns() if dynamic_shapes is not None else contextlib.nullcontext()
+        oblivious = torch.fx.experimental._config.patch(backed_size_oblivious=True) \
+            if size_oblivious else contextlib.nullcontext()
         with capture_kernels(), rnns, oblivious:
             return torch.export.export(module, tuple(args), kwargs=kwargs or None,
                                        dynamic_shapes=spec, strict=strict)
