@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import warnings
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import IO, Any
 
 import torch
 
 from onnxport._onnxscript import as_translation, is_onnxscript_function
 from onnxport._stages import ExportRun
+# is_in_onnx_export is re-exported: onnxport.is_in_onnx_export, onnxport.utils take it from here.
+from onnxport._state import _as_registry, _exporting, is_in_onnx_export  # noqa: F401
 from onnxport.capture import capture
 from onnxport.capture.dynamic_shapes import ResolvedInputs, resolve_inputs, split_trailing_kwargs
 from onnxport.diagnostics import DiagnosticContext
@@ -22,7 +23,7 @@ from onnxport.options import DiagnosticOptions, ExportOptions
 from onnxport.passes import cleanup_passes, run_passes
 from onnxport.passes.convert_opset import LIBRARY_OPSET, convert_to_opset
 from onnxport.program import ONNXProgram
-from onnxport.translate import Registry, default_registry
+from onnxport.translate import Registry
 from onnxport.translate.translator import Translator
 from onnxport.verify.compare import verify_program
 
@@ -30,22 +31,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_OPSET = 18
 _SARIF_REPORT = "report_dynamo_export.sarif"
-_in_export = 0
-
-
-def is_in_onnx_export() -> bool:
-    """Whether an onnxport export is running (in either flavour)."""
-    return _in_export > 0
-
-
-@contextlib.contextmanager
-def _exporting() -> Iterator[None]:
-    global _in_export
-    _in_export += 1
-    try:
-        yield
-    finally:
-        _in_export -= 1
 
 
 def export(
@@ -410,17 +395,6 @@ def _all_dims_dynamic(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     named = {params[i]: s for i, s in enumerate(mapped_args) if i < len(params)}
     named.update({k: torch.utils._pytree.tree_map(spec, v) for k, v in kwargs.items()})
     return named
-
-
-def _as_registry(registry: Any) -> Registry:
-    if registry is None:
-        return default_registry()
-    if isinstance(registry, Registry):
-        return registry
-    inner = getattr(registry, "registry", None)
-    if isinstance(inner, Registry):
-        return inner
-    raise TypeError(f"registry must be an OnnxRegistry, not {type(registry).__name__}")
 
 
 def _dim_names(dynamic_axes: Mapping[str, Any] | None, dynamic_shapes: Any) -> dict[str, dict[int, str]]:

@@ -94,3 +94,12 @@ def write_model(model: ir.Model, fh: IO[bytes]) -> None:
     for prefix, raw in fields:
         fh.write(prefix)
         fh.write(raw)
+
+
+def write_model_external(model: ir.Model, path: str, data_name: str) -> None:
+    """Write `model` to `path` with its weights in `data_name`, a file beside it.
+
+    Tensors of at most 256 bytes stay inline (onnx-ir's threshold, as torch.onnx). The
+    caller (`program._save_atomically`) writes into a staging folder and renames into place.
+    """
+    ir.save(model, path, external_data=data_name)

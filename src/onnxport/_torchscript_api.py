@@ -21,6 +21,7 @@ from onnxport.capture.torchscript import (
 )
 import torch
 
+from onnxport._state import _as_registry, _exporting
 from onnxport.passes import cleanup_passes, run_passes
 from onnxport.translate.module_functions import modules_as_functions
 from onnxport.passes.convert_opset import LIBRARY_OPSET, convert_to_opset
@@ -193,8 +194,6 @@ def export_to_pretty_string(
     """
     import onnx
 
-    from onnxport._api import _as_registry, _exporting
-
     del export_type
     buf = io.BytesIO()
     with _exporting():
@@ -226,8 +225,6 @@ def unconvertible_ops(model: Any, args: Any, training: TrainingMode = TrainingMo
                       opset_version: int | None = None, *, registry: Registry | None = None
                       ) -> tuple[Any, list[str]]:
     """(the TorchScript graph, the kind of every node no translation handles, in order)."""
-    from onnxport._api import _as_registry, _exporting
-
     target_opset = opset_version or DEFAULT_TORCHSCRIPT_OPSET
     with _exporting():
         captured = capture_torchscript(model, args, None, training=training)

@@ -22,7 +22,7 @@ import torch
 from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport import _dtypes
-from onnxport._serialize import write_model
+from onnxport import _serialize
 from onnxport.errors import OnnxExporterError
 
 if TYPE_CHECKING:
@@ -161,8 +161,17 @@ class ONNXProgram:
             external_data: Store the weights in `<destination>.data` beside the model.
                 None: only when the weights exceed 2 GB.
 
+        Saving to a path is atomic for the model and its `.data` file together: they are
+        written in full to a staging folder beside `destination`, then renamed into place. If
+        saving fails (an exception while writing, disk full, permission denied), the files
+        that were at `destination` are left byte-identical and no temporary file is left.
+
         Raises:
             TypeError: `external_data` is True and `destination` is not a path.
+            ExternalDataError: a weight of the model is external data whose location leaves
+                its folder (see `check_external_location`).
+            OSError: the file cannot be written (disk full, permission denied); nothing at
+                `destination` changed.
         """
         is_path = isinstance(destination, (str, os.PathLike))
         if include_initializers:
@@ -175,7 +184,8 @@ class ONNXProgram:
                 if external_data and not is_path:
                     raise TypeError("the weights exceed 2 GB: save to a file path (external data)")
             if not is_path:
-                write_model(self.model, destination)  # type: ignore[arg-type]
+                check_external_data(self.model)
+                _serialize.write_model(self.model, destination)  # type: ignore[arg-type]
                 return
             _save_atomically(self.model, os.fspath(destination), bool(external_data))
 
@@ -208,16 +218,23 @@ class ONNXProgram:
                 "exported in fake mode. Call apply_weights(state_dict) first, or save with "
                 "include_initializers=False")
 
-    def apply_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+    def apply_weights(self, state_dict: Mapping[str, torch.Tensor | ir.TensorProtocol]) -> None:
         """Attach (or replace) weights by their state_dict names, e.g. after fake mode.
+
+        Values are torch tensors, or onnx_ir tensors (an `onnx_ir.ExternalTensor` reads
+        its data lazily, from a file that must be inside its folder).
 
         Raises:
             OnnxExporterError: a tensor's dtype or shape differs from the model's.
+            ExternalDataError: an external tensor's location leaves its folder.
         """
         initializers = self.model.graph.initializers
         for name, tensor in state_dict.items():
             value = initializers.get(name)
             if value is None:
+                continue
+            if not isinstance(tensor, torch.Tensor) and isinstance(tensor, ir.TensorProtocol):
+                self._apply_ir_tensor(value, name, tensor)
                 continue
             tensor = tensor.detach()
             if tensor.is_complex():
@@ -234,6 +251,19 @@ class ONNXProgram:
             value.const_value = TorchTensor(tensor, name=name)
         self.release()
 
+    def _apply_ir_tensor(self, value: ir.Value, name: str, tensor: ir.TensorProtocol) -> None:
+        if isinstance(tensor, ir.ExternalTensor) and tensor.location != _DETACHED:
+            check_external_location(tensor.location, tensor.base_dir, name=name)
+        expected = value.shape
+        if expected is not None and tuple(expected) != tuple(tensor.shape):
+            raise OnnxExporterError(
+                f"apply_weights: '{name}' has shape {tuple(tensor.shape)}, the model expects "
+                f"{tuple(expected)}")
+        if value.dtype is not None and value.dtype != tensor.dtype:
+            raise OnnxExporterError(
+                f"apply_weights: '{name}' has dtype {tensor.dtype}, the model expects {value.dtype}")
+        value.const_value = tensor
+
     def optimize(self) -> None:
         """Fold constants and remove redundancies, in place."""
         from onnxport.passes import run_passes
@@ -245,7 +275,11 @@ class ONNXProgram:
     def _session_model(self) -> tuple[str | bytes, tempfile.TemporaryDirectory[str] | None]:
         """The model as ONNX Runtime loads it: bytes, or a file with external data past 2 GB."""
         self._check_weights("run the model")
-        if _weights_bytes(self.model) > _EXTERNAL_THRESHOLD:
+        # Weights read from external data (a model loaded with onnx_ir.load) are checked to
+        # stay in their folder, then rewritten beside a temporary copy, which ONNX Runtime
+        # can follow (it cannot from bytes).
+        check_external_data(self.model)
+        if _has_external_data(self.model) or _weights_bytes(self.model) > _EXTERNAL_THRESHOLD:
             tempdir = tempfile.TemporaryDirectory(prefix="onnxport_")
             path = os.path.join(tempdir.name, "model.onnx")
             ir.save(self.model, path, external_data="model.onnx.data")
@@ -586,18 +620,152 @@ def _weights_bytes(model: ir.Model) -> int:
 
 
 def _save_atomically(model: ir.Model, path: str, external_data: bool) -> None:
+    """Write `model` (and its external data) to `path` as one unit, or change nothing.
+
+    Everything is written and flushed to disk in a staging directory beside `path` first;
+    only renames follow. The data file `<name>.data` is renamed into place first (the previous
+    one kept as a hard link), the model last; if the model's rename fails, the previous data
+    file is put back. A failure at any point (an exception while writing, disk full,
+    permission denied, KeyboardInterrupt) leaves the previous model and data byte-identical
+    and no staging files behind.
+    """
     directory = os.path.dirname(os.path.abspath(path)) or "."
     base = os.path.basename(path)
     data_name = f"{base}.data"
+    check_external_data(model)
     staging = tempfile.mkdtemp(prefix=f".{base}.", dir=directory)
     try:
         staged = os.path.join(staging, base)
         if external_data:
-            ir.save(model, staged, external_data=data_name)
-            os.replace(os.path.join(staging, data_name), os.path.join(directory, data_name))
+            _serialize.write_model_external(model, staged, data_name)
         else:
             with open(staged, "wb") as fh:
-                write_model(model, fh)
-        os.replace(staged, path)
+                _serialize.write_model(model, fh)
+        names = [base]
+        if external_data and os.path.exists(os.path.join(staging, data_name)):
+            names.insert(0, data_name)
+        for name in names:
+            _fsync(os.path.join(staging, name))
+        _commit(staging, directory, names)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _fsync(path: str, directory: bool = False) -> None:
+    """Flush `path` to disk (best effort for directories, which not every system allows)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        if directory:
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not directory:
+            raise
+    finally:
+        os.close(fd)
+
+
+def _commit(staging: str, directory: str, names: list[str]) -> None:
+    """Rename the staged files `names` into `directory`, in order, all or none.
+
+    Each file already at a destination is first hard-linked (copied where links are not
+    supported) into `staging`, so that a failed rename of a later file can put it back.
+    """
+    done: list[tuple[str, str | None]] = []  # (destination, backup of what it held)
+    try:
+        for name in names:
+            destination = os.path.join(directory, name)
+            backup = None
+            if name != names[-1] and os.path.lexists(destination):
+                backup = os.path.join(staging, f".previous.{name}")
+                try:
+                    os.link(destination, backup, follow_symlinks=False)
+                except OSError:
+                    shutil.copy2(destination, backup, follow_symlinks=False)
+            os.replace(os.path.join(staging, name), destination)
+            done.append((destination, backup))
+    except BaseException:
+        for destination, backup in reversed(done):
+            with contextlib.suppress(OSError):
+                if backup is not None:
+                    os.replace(backup, destination)
+                else:
+                    os.remove(destination)
+        raise
+    _fsync(directory, directory=True)
+
+
+class ExternalDataError(OnnxExporterError, ValueError):
+    """An external-data location that is not a file inside the model's folder.
+
+    onnxport reads external data only from plain (relative) file names inside the folder of
+    the model that references them: absolute paths, `..` and symlinks that lead out of the
+    folder are refused before anything is read.
+    """
+
+
+def check_external_location(location: str | os.PathLike[str], base_dir: str | os.PathLike[str],
+                            *, name: str = "") -> str:
+    """The path external data at `location` (relative to `base_dir`) is read from.
+
+    Raises:
+        ExternalDataError: `location` is empty, absolute, goes up with `..`, or resolves
+            (through symlinks) outside `base_dir`.
+    """
+    loc = os.fspath(location)
+    what = f"weight '{name}': " if name else ""
+    refuse = (f"{what}external data location {loc!r} is not a file inside the model's folder "
+              f"{os.fspath(base_dir) or '.'!r}")
+    if not loc or "\x00" in loc:
+        raise ExternalDataError(f"{what}external data location {loc!r} is empty or not a path")
+    if os.path.isabs(loc) or loc.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", loc):
+        raise ExternalDataError(f"{refuse}: it is an absolute path; locations must be file "
+                                "names relative to the model")
+    if ".." in re.split(r"[\\/]", loc):
+        raise ExternalDataError(f"{refuse}: '..' leaves the folder")
+    folder = os.path.realpath(os.fspath(base_dir) or ".")
+    target = os.path.realpath(os.path.join(folder, loc))
+    if os.path.commonpath([folder, target]) != folder or target == folder:
+        raise ExternalDataError(f"{refuse}: it resolves to {target!r} (through a symlink)")
+    return target
+
+
+def _external_tensors(model: ir.Model) -> Iterator[tuple[str, ir.ExternalTensor]]:
+    """(name, tensor) for every external tensor of the model: weights and tensor attributes,
+    in the main graph, subgraphs and functions."""
+    stack: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
+    while stack:
+        graph = stack.pop()
+        if isinstance(graph, ir.Graph):
+            for name, value in graph.initializers.items():
+                if isinstance(value.const_value, ir.ExternalTensor):
+                    yield name, value.const_value
+        for node in graph:
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.GRAPH:
+                    stack.append(attr.value)
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    stack.extend(attr.value)
+                elif attr.type == ir.AttributeType.TENSOR and isinstance(attr.value, ir.ExternalTensor):
+                    yield f"{node.name or node.op_type}.{attr.name}", attr.value
+                elif attr.type == ir.AttributeType.TENSORS:
+                    for tensor in attr.value:
+                        if isinstance(tensor, ir.ExternalTensor):
+                            yield f"{node.name or node.op_type}.{attr.name}", tensor
+
+
+_DETACHED = "__onnxport_detached__"  # passes/convert_opset.py's placeholder, never read
+
+
+def check_external_data(model: ir.Model) -> None:
+    """Refuse (ExternalDataError) any external tensor whose location leaves its folder."""
+    for name, tensor in _external_tensors(model):
+        if tensor.location != _DETACHED:
+            check_external_location(tensor.location, tensor.base_dir, name=name)
+
+
+def _has_external_data(model: ir.Model) -> bool:
+    return any(t.location != _DETACHED for _, t in _external_tensors(model))
