@@ -21,7 +21,9 @@ from onnxport.capture.torchscript import (
 )
 import torch
 
+from onnxport._stages import ExportRun
 from onnxport._state import _as_registry, _exporting
+from onnxport.diagnostics import DiagnosticContext
 from onnxport.passes import cleanup_passes, run_passes
 from onnxport.translate.module_functions import modules_as_functions
 from onnxport.passes.convert_opset import LIBRARY_OPSET, convert_to_opset
@@ -84,34 +86,48 @@ def export_torchscript(
                          f"functions need IR version 8), got {target_opset}")
     if export_modules_as_functions and not isinstance(model, torch.nn.Module):
         raise TypeError("export_modules_as_functions needs an nn.Module")
-    logger.info("export(dynamo=False): capturing %s", type(model).__name__)
-    captured = capture_torchscript(model, args, kwargs, training=training)
-    logger.info("captured by %s in %.2fs", captured.strategy, captured.seconds)
-    dim_names = _axes_names(dynamic_axes)
-    if dim_names:
-        names = list(input_names or [])
-        names += captured.input_names[len(names):]
-        find_dynamic_dims(captured, {i: set(dim_names[n]) for i, n in enumerate(names)
-                                     if n in dim_names})
-    if verbose:
-        print(captured.graph)
-    onnx_model = translate_captured(
-        captured, registry, target_opset=target_opset, input_names=input_names,
-        output_names=output_names, operator_export_type=operator_export_type,
-        dim_names=dim_names, custom_opsets=custom_opsets, autograd_inlining=autograd_inlining,
-        fold=do_constant_folding and training != TrainingMode.TRAINING)
-    if export_modules_as_functions:
-        modules_as_functions(onnx_model, model, export_modules_as_functions)
-    program = ONNXProgram(onnx_model, None)
-    if verbose:
-        print(onnx_model)
-    if keep_initializers_as_inputs is None:
-        keep_initializers_as_inputs = operator_export_type != OperatorExportTypes.ONNX
-    if f is not None:
-        # Without the weights, the model takes them as inputs (in state_dict order).
-        program.save(f, include_initializers=export_params,
-                     keep_initializers_as_inputs=bool(keep_initializers_as_inputs) or not export_params,
-                     external_data=external_data)
+    run = ExportRun(type(model).__name__, DiagnosticContext())
+    try:
+        with run.stage("capture"):
+            captured = capture_torchscript(model, args, kwargs, training=training)
+        run.capture_strategy = captured.strategy
+        dim_names = _axes_names(dynamic_axes)
+        if dim_names:
+            names = list(input_names or [])
+            names += captured.input_names[len(names):]
+            find_dynamic_dims(captured, {i: set(dim_names[n]) for i, n in enumerate(names)
+                                         if n in dim_names})
+        if verbose:
+            print(captured.graph)
+        opset = max(target_opset, LIBRARY_OPSET)
+        with run.stage("translate"):
+            onnx_model = TorchScriptTranslator(
+                captured, registry, opset, input_names=input_names, output_names=output_names,
+                operator_export_type=operator_export_type, dim_names=dim_names,
+                custom_opsets=dict(custom_opsets or {}), symbolic_opset=target_opset,
+                autograd_inlining=autograd_inlining).run()
+        logger.info("translated: %d nodes", len(onnx_model.graph))
+        with run.stage("passes"):
+            onnx_model = _run_passes(onnx_model, opset, target_opset,
+                                     fold=do_constant_folding and training != TrainingMode.TRAINING)
+            if export_modules_as_functions:
+                modules_as_functions(onnx_model, model, export_modules_as_functions)
+        program = run.program(ONNXProgram(onnx_model, None))
+        if verbose:
+            print(onnx_model)
+        if keep_initializers_as_inputs is None:
+            keep_initializers_as_inputs = operator_export_type != OperatorExportTypes.ONNX
+        if f is not None:
+            with run.stage("save"):
+                # Without the weights, the model takes them as inputs (in state_dict order).
+                program.save(f, include_initializers=export_params,
+                             keep_initializers_as_inputs=bool(keep_initializers_as_inputs)
+                             or not export_params, external_data=external_data)
+    except Exception as e:
+        run.failed(e)
+        raise
+    run.succeeded()
+    logger.info("export(dynamo=False) of %s: %s", run.name, run.timings)
     return program
 
 
@@ -137,6 +153,11 @@ def translate_captured(
         autograd_inlining=autograd_inlining)
     onnx_model = translator.run()
     logger.info("translated: %d nodes", len(onnx_model.graph))
+    return _run_passes(onnx_model, opset, target_opset, fold=fold)
+
+
+def _run_passes(onnx_model: Any, opset: int, target_opset: int, *, fold: bool) -> Any:
+    """Cleanup, optional folding, and conversion down to `target_opset`."""
     run_passes(onnx_model, cleanup_passes())
     if fold:
         run_passes(onnx_model)
