@@ -33,7 +33,9 @@ from onnxport._api import export
 from onnxport.program import ONNXProgram
 
 __all__ = [
+    "DEFAULT_DIM_NAMES",
     "DecoderWithCache",
+    "OPTIMUM_DIM_NAMES",
     "cache_input_names",
     "cache_output_names",
     "empty_past",
@@ -116,8 +118,18 @@ def empty_past(config: Any, batch: int, past_sequence: int = 0, *,
             for _ in range(num_layers)]
 
 
+DEFAULT_DIM_NAMES = {"batch": "batch", "sequence": "sequence", "past_sequence": "past_sequence",
+                     "total_sequence": "total_sequence"}
+# optimum's names for the same dims (ORTModelForCausalLM, onnxruntime-genai folders).
+OPTIMUM_DIM_NAMES = {"batch": "batch_size", "sequence": "sequence_length",
+                     "past_sequence": "past_sequence_length",
+                     "total_sequence": "past_sequence_length + sequence_length"}
+
+
 def export_decoder_with_cache(model: torch.nn.Module, *, batch: int = 2, sequence: int = 3,
                               past_sequence: int = 4, with_position_ids: bool = False,
+                              dim_names: dict[str, str] | None = None,
+                              dynamic: bool = True,
                               **export_kwargs: Any) -> ONNXProgram:
     """Export a transformers causal LM with its key/value cache as graph inputs and outputs.
 
@@ -132,6 +144,10 @@ def export_decoder_with_cache(model: torch.nn.Module, *, batch: int = 2, sequenc
         sequence: Example number of new tokens.
         past_sequence: Example number of cached positions.
         with_position_ids: Add a position_ids input [batch, sequence] (see the module notes).
+        dim_names: The ONNX names of the dims `batch`, `sequence`, `past_sequence` and
+            `total_sequence` (the mask's length); missing keys keep those names.
+            `OPTIMUM_DIM_NAMES` gives optimum's (batch_size, sequence_length, ...).
+        dynamic: False exports every dim static, at the example sizes.
         export_kwargs: Passed on to `onnxport.export`.
 
     Returns:
@@ -148,14 +164,17 @@ def export_decoder_with_cache(model: torch.nn.Module, *, batch: int = 2, sequenc
     """
     config = model.config  # type: ignore[union-attr]
     num_layers, _, _ = _cache_geometry(config)
+    names = {**DEFAULT_DIM_NAMES, **(dim_names or {})}
     vocab = int(config.vocab_size)
+    float_dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()),
+                       torch.float32)
     input_ids = torch.randint(0, vocab, (batch, sequence), dtype=torch.long)
     attention_mask = torch.ones(batch, past_sequence + sequence, dtype=torch.long)
-    past = [(torch.randn(k.shape), torch.randn(v.shape))
+    past = [(torch.randn(k.shape).to(float_dtype), torch.randn(v.shape).to(float_dtype))
             for k, v in empty_past(config, batch, past_sequence)]
-    dims = {name: torch.export.Dim(name) for name in ("batch", "sequence", "past_sequence")}
+    dims = {key: torch.export.Dim(names[key]) for key in ("batch", "sequence", "past_sequence")}
     cache_dims = {0: dims["batch"], 2: dims["past_sequence"]}
-    dynamic_shapes: dict[str, Any] = {
+    dynamic_shapes: dict[str, Any] | None = {
         "input_ids": {0: dims["batch"], 1: dims["sequence"]},
         # The mask's length equals past_sequence + sequence, a sum of two dims that
         # dynamic_shapes cannot state; AUTO lets torch.export keep it as its own symbol.
@@ -168,12 +187,15 @@ def export_decoder_with_cache(model: torch.nn.Module, *, batch: int = 2, sequenc
         dynamic_shapes["position_ids"] = {0: dims["batch"], 1: dims["sequence"]}
     input_names = cache_input_names(num_layers, with_position_ids=with_position_ids)
     # Name the cache inputs' dims too: dynamic_shapes names only top-level inputs' dims.
-    dim_names = {name: {0: "batch", 2: "past_sequence"} for name in input_names
-                 if name.startswith("past_key_values.")}
-    dim_names["attention_mask"] = {0: "batch", 1: "total_sequence"}
+    dim_axes: dict[str, Any] | None = {
+        name: {0: names["batch"], 2: names["past_sequence"]} for name in input_names
+        if name.startswith("past_key_values.")}
+    dim_axes["attention_mask"] = {0: names["batch"], 1: names["total_sequence"]}
+    if not dynamic:
+        dynamic_shapes = dim_axes = None
     program = export(DecoderWithCache(model).eval(), args,
                      input_names=input_names, output_names=cache_output_names(num_layers),
-                     dynamic_shapes=dynamic_shapes, dynamic_axes=dim_names, **export_kwargs)
+                     dynamic_shapes=dynamic_shapes, dynamic_axes=dim_axes, **export_kwargs)
     assert program is not None
     # Initializers are named after the wrapper's state_dict ("model.<key>"): give them the
     # model's own keys, so apply_weights(model.state_dict()) finds them.

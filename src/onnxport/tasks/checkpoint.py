@@ -1,0 +1,174 @@
+"""Reading a local transformers checkpoint: config, weight files, the model for a task.
+
+Weights are read with safetensors, or with `torch.load(weights_only=True)` for `.bin` files
+(transformers' `from_pretrained(weights_only=True)`); never with an unrestricted unpickle.
+Every weight file is opened before the model is built, so a truncated or foreign file is
+reported by name instead of deep inside transformers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from onnxport.tasks.errors import CheckpointError, WeightsError
+
+__all__ = ["COPIED_FILES", "check_weights", "load_config", "load_model", "weight_files"]
+
+# Files copied from the checkpoint into the output folder, as optimum does.
+COPIED_FILES = (
+    "config.json", "generation_config.json",
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+    "vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
+    "tokenizer.model", "chat_template.jinja", "chat_template.json",
+    "preprocessor_config.json", "processor_config.json", "feature_extractor_config.json",
+    "image_processor_config.json", "normalizer.json",
+)
+
+_SAFETENSORS = ("model.safetensors", "model.safetensors.index.json")
+_TORCH = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def load_config(model_dir: str | os.PathLike[str], *, trust_remote_code: bool = False) -> Any:
+    """The checkpoint's transformers config.
+
+    Raises:
+        CheckpointError: no folder, no config.json, unreadable JSON, or remote code required
+            without `trust_remote_code`.
+    """
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise CheckpointError(f"checkpoint folder {str(path)!r} does not exist")
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise CheckpointError(
+            f"{str(path)!r} has no config.json: not a transformers checkpoint folder "
+            f"(save one with model.save_pretrained(DIR))")
+    try:
+        raw = json.loads(config_file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"cannot read {str(config_file)!r}: {e}") from e
+    if not isinstance(raw, dict) or "model_type" not in raw:
+        raise CheckpointError(f"{str(config_file)!r} has no 'model_type'")
+    if raw.get("auto_map") and not trust_remote_code:
+        raise CheckpointError(
+            f"{str(config_file)!r} needs the checkpoint's own Python code (auto_map); onnxport "
+            f"does not run it unless you pass --trust-remote-code")
+    import transformers
+
+    try:
+        return transformers.AutoConfig.from_pretrained(
+            str(path), trust_remote_code=trust_remote_code, local_files_only=True)
+    except (ValueError, KeyError, OSError) as e:
+        raise CheckpointError(f"transformers cannot read {str(config_file)!r}: {e}") from e
+
+
+def weight_files(model_dir: str | os.PathLike[str]) -> list[Path]:
+    """The checkpoint's weight files (shards listed by the index), safetensors first.
+
+    Raises:
+        WeightsError: no weight file, an unreadable index, or a shard the index lists missing.
+    """
+    path = Path(model_dir)
+    for single, index in (_SAFETENSORS, _TORCH):
+        if (path / index).is_file():
+            try:
+                weight_map = json.loads((path / index).read_text())["weight_map"]
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise WeightsError(f"cannot read the weight index {str(path / index)!r}: "
+                                   f"{e}") from e
+            shards = [path / name for name in sorted(set(weight_map.values()))]
+            missing = [str(s) for s in shards if not s.is_file()]
+            if missing:
+                raise WeightsError(f"the weight index {str(path / index)!r} lists missing "
+                                   f"files: {', '.join(missing)}")
+            return shards
+        if (path / single).is_file():
+            return [path / single]
+    raise WeightsError(
+        f"{str(path)!r} holds no weights: expected model.safetensors (or sharded "
+        f"model-0000i-of-0000n.safetensors with model.safetensors.index.json), or "
+        f"pytorch_model.bin")
+
+
+def check_weights(files: list[Path]) -> int:
+    """Open each weight file and read its tensor list; the number of tensors.
+
+    safetensors files are read through their header (no tensor data is loaded); `.bin` files
+    are loaded with `torch.load(weights_only=True)` onto the meta device.
+
+    Raises:
+        WeightsError: a file is truncated, corrupt, or would need an unsafe unpickle.
+    """
+    count = 0
+    for file in files:
+        try:
+            if file.suffix == ".safetensors":
+                from safetensors import safe_open
+
+                with safe_open(str(file), framework="pt") as f:
+                    keys = list(f.keys())
+                    if keys:
+                        f.get_slice(keys[-1]).get_shape()
+                # The header's offsets must fit the file: a truncated file fails here.
+                _check_safetensors_size(file)
+            else:
+                import torch
+
+                state = torch.load(str(file), map_location="meta", weights_only=True)
+                keys = list(state)
+        except WeightsError:
+            raise
+        except Exception as e:  # safetensors, pickle and OS errors alike
+            raise WeightsError(f"cannot read the weight file {str(file)!r}: "
+                               f"{type(e).__name__}: {e}") from e
+        count += len(keys)
+    return count
+
+
+def _check_safetensors_size(file: Path) -> None:
+    with open(file, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"),
+              default=0)
+    size = file.stat().st_size
+    if 8 + n + end > size:
+        raise WeightsError(f"the weight file {str(file)!r} is truncated: its header needs "
+                           f"{8 + n + end} bytes, the file has {size}")
+
+
+def load_model(model_dir: str | os.PathLike[str], config: Any, auto_class: str, *,
+               dtype: Any = None, trust_remote_code: bool = False) -> Any:
+    """The checkpoint's model for a task's Auto class, in eval mode, eager attention.
+
+    Raises:
+        WeightsError: the weights cannot be read, or do not fit the architecture.
+    """
+    import transformers
+
+    files = weight_files(model_dir)
+    check_weights(files)
+    cls = getattr(transformers, auto_class)
+    kwargs: dict[str, Any] = {"config": config, "local_files_only": True,
+                              "trust_remote_code": trust_remote_code,
+                              "use_safetensors": files[0].suffix == ".safetensors",
+                              "weights_only": True}
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    # sdpa with a mask exports as plain matmuls + softmax in onnxport; keep what the config
+    # says, but never a kernel only a GPU has.
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = cls.from_pretrained(str(model_dir), **kwargs)
+    except (OSError, RuntimeError, ValueError, KeyError) as e:
+        raise WeightsError(f"cannot load the weights of {str(model_dir)!r} into "
+                           f"{auto_class} for model_type {config.model_type!r}: {e}") from e
+    model.eval()
+    if dtype is not None:
+        model.to(dtype)
+    return model

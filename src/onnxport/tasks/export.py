@@ -1,0 +1,232 @@
+"""export_checkpoint: a transformers checkpoint folder to a folder of ONNX files runtimes load.
+
+Everything is written into a staging folder beside OUTPUT_DIR, which is renamed into place at
+the end: a failed export leaves no partial folder. A validation mismatch is no failure of the
+export: the folder is put in place for inspection, then `ValidationError` says where it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from onnxport.errors import OnnxExporterError
+from onnxport.tasks import checkpoint, registry
+from onnxport.tasks.errors import OutputDirError, TaskError, TaskExportError, ValidationError
+from onnxport.tasks.validate import Row, default_atol, format_table, validate_graph
+
+__all__ = ["ExportResult", "export_checkpoint", "parse_dtype"]
+
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
+           "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+
+
+def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    """float32 / float16 / bfloat16 (or fp32, fp16, bf16, or a torch.dtype)."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in _DTYPES:
+        raise TaskError(f"unknown dtype {dtype!r}; choose float32, float16 or bfloat16")
+    return _DTYPES[dtype]
+
+
+@dataclasses.dataclass
+class ExportResult:
+    """What `export_checkpoint` did."""
+
+    output_dir: Path
+    task: str
+    task_reason: str
+    model_type: str
+    files: list[str]
+    rows: list[Row]
+    seconds: dict[str, float]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.rows)
+
+    @property
+    def table(self) -> str:
+        return format_table(self.rows)
+
+
+def _check_output_dir(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise OutputDirError(f"OUTPUT_DIR {str(out)!r} exists and is a file")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise OutputDirError(f"OUTPUT_DIR {str(out)!r} exists and is not empty; pass "
+                             f"--overwrite (overwrite=True) to replace it")
+
+
+def _move_into_place(staging: Path, out: Path) -> None:
+    old: Path | None = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.rename(out, old / out.name)
+    os.rename(staging, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _copy_checkpoint_files(model_dir: Path, staging: Path) -> list[str]:
+    copied = []
+    for name in checkpoint.COPIED_FILES:
+        if (model_dir / name).is_file():
+            shutil.copy2(model_dir / name, staging / name)
+            copied.append(name)
+    return copied
+
+
+def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str],
+                      task: str | None = None, *, opset: int | None = None,
+                      dtype: str | torch.dtype | None = None, dynamic: bool = True,
+                      overwrite: bool = False, atol: float | None = None,
+                      batch_size: int = 2, sequence_length: int = 8,
+                      trust_remote_code: bool = False, report: bool = False,
+                      validate: bool = True, optimize: bool = True,
+                      progress: Callable[[str], None] | None = None) -> ExportResult:
+    """Export a local transformers checkpoint for a task into `output_dir`, as optimum does.
+
+    Args:
+        model_dir: A folder with config.json, weights (safetensors, sharded or not, or
+            pytorch_model.bin) and tokenizer/preprocessor files.
+        output_dir: The folder to write: model.onnx (or encoder_model.onnx,
+            decoder_model.onnx, decoder_with_past_model.onnx), the copied config, generation
+            config and tokenizer files, and genai_config.json for decoder-only LMs.
+        task: optimum's task name; None: detected from config.architectures.
+        opset: Target opset (onnxport's default when None).
+        dtype: float32, float16 or bfloat16 (default: the checkpoint's, as loaded).
+        dynamic: Named dynamic dims (batch_size, sequence_length, ...); False: static.
+        overwrite: Replace a non-empty `output_dir`.
+        atol: Validation tolerance (default 1e-4 in float32, 1e-2 in float16, 5e-2 bfloat16).
+        batch_size, sequence_length: The example input sizes the graphs are traced with.
+        trust_remote_code: Allow a checkpoint that needs its own code (auto_map).
+        report: Write onnxport's markdown export report into `output_dir`.
+        validate: Compare ONNX Runtime with eager PyTorch at two shapes (and more for
+            decoders: prefill and decode steps).
+        optimize: Run onnxport's optimization passes.
+        progress: Called with a line per step (load, export, save, validate).
+
+    Returns:
+        An `ExportResult` (task chosen and why, files, validation rows, seconds per step).
+
+    Raises:
+        CheckpointError, WeightsError: the checkpoint cannot be read.
+        UnknownTaskError, UnsupportedTaskError: the task is unknown or not the model's.
+        OutputDirError: `output_dir` is not empty and `overwrite` is False.
+        OnnxExporterError: the export failed (the folder is not created).
+        ValidationError: ORT differs from eager; the files are kept in `output_dir`.
+    """
+    say = progress or (lambda line: None)
+    model_dir, out = Path(model_dir), Path(output_dir).absolute()
+    torch_dtype = parse_dtype(dtype)
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
+    config = checkpoint.load_config(model_dir, trust_remote_code=trust_remote_code)
+    task_name, reason = registry.resolve_task(config, task)
+    family = registry.SUPPORTED[config.model_type][0]
+    _check_output_dir(out, overwrite)
+    say(f"task: {task_name} ({reason})")
+    info = registry.TASKS[task_name]
+    model = checkpoint.load_model(model_dir, config, info.auto_class, dtype=torch_dtype,
+                                  trust_remote_code=trust_remote_code)
+    seconds["load"] = time.perf_counter() - start
+    say(f"loaded {type(model).__name__} from {model_dir} "
+        f"({sum(p.numel() for p in model.parameters()):,} parameters) "
+        f"in {seconds['load']:.1f}s")
+
+    from onnxport.tasks.graphs import graphs_for
+
+    specs = graphs_for(model, family, task_name, batch=batch_size, sequence=sequence_length)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
+    rows: list[Row] = []
+    try:
+        seconds["export"] = seconds["save"] = 0.0
+        for spec in specs:
+            t0 = time.perf_counter()
+            say(f"exporting {spec.filename}: capture, translate, optimize")
+            kwargs: dict[str, Any] = {"opset_version": opset, "optimize": optimize,
+                                      "report": report, "artifacts_dir": str(staging)}
+            with torch.no_grad():
+                try:
+                    if spec.export is not None:
+                        program = spec.export(dynamic=dynamic, **kwargs)
+                    else:
+                        first = spec.make_inputs(spec.shapes[0])
+                        args = tuple(first[n] for n in spec.input_names)
+                        program = _export_generic(spec, args, dynamic, kwargs)
+                except OnnxExporterError:
+                    raise
+                except Exception as e:
+                    raise TaskExportError(
+                        f"exporting {spec.filename} for {task_name} failed: "
+                        f"{type(e).__name__}: {e}") from e
+            seconds["export"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            program.save(staging / spec.filename)
+            size = sum(p.stat().st_size for p in staging.glob(spec.filename + "*"))
+            seconds["save"] += time.perf_counter() - t0
+            say(f"saved {spec.filename} ({size:,} bytes) in {time.perf_counter() - t0:.1f}s")
+        copied = _copy_checkpoint_files(model_dir, staging)
+        if family == "decoder" and task_name == "text-generation-with-past":
+            from onnxport.tasks.genai import write_genai_config
+            from onnxport.tasks.graphs import decoder_uses_position_ids
+
+            write_genai_config(staging, config,
+                               with_position_ids=decoder_uses_position_ids(config))
+        if validate:
+            t0 = time.perf_counter()
+            model_dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()),
+                               torch.float32)
+            tol = default_atol(model_dtype) if atol is None else atol
+            for spec in specs:
+                shapes = spec.shapes if dynamic else spec.shapes[:1]
+                say(f"validating {spec.filename} at {len(shapes)} shapes (atol {tol:g})")
+                rows += validate_graph(spec, staging / spec.filename, atol=tol, shapes=shapes)
+            seconds["validate"] = time.perf_counter() - t0
+        files = sorted(p.name for p in staging.iterdir())
+        _move_into_place(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    seconds["total"] = time.perf_counter() - start
+    del copied
+    result = ExportResult(out, task_name, reason, config.model_type, files, rows, seconds)
+    if not result.ok:
+        raise ValidationError(
+            f"ONNX Runtime's outputs differ from eager PyTorch beyond the tolerance; the "
+            f"files are kept for inspection in {out}\n{result.table}",
+            output_dir=str(out), table=result.table)
+    return result
+
+
+def _export_generic(spec: Any, args: tuple[Any, ...], dynamic: bool,
+                    kwargs: dict[str, Any]) -> Any:
+    from onnxport._api import export
+
+    dynamic_shapes = None
+    if dynamic:
+        dynamic_shapes = {name: dict(spec.dims.get(name, {})) or None
+                          for name in spec.input_names}
+    program = export(spec.module, args, input_names=spec.input_names,
+                     output_names=spec.output_names, dynamic_shapes=dynamic_shapes, **kwargs)
+    assert program is not None
+    _strip_wrapper_prefix(program)
+    return program
+
+
+def _strip_wrapper_prefix(program: Any) -> None:
+    """Initializers named after the wrapper ("model.<key>") get the model's own keys."""
+    for name, value in list(program.model.graph.initializers.items()):
+        if name.startswith("model."):
+            value.name = name.removeprefix("model.")

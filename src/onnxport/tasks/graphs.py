@@ -1,0 +1,319 @@
+"""The ONNX graphs of each task: wrappers, example inputs, names and named dims (optimum's).
+
+`graphs_for(model, task, ...)` returns one `GraphSpec` per file of the output folder. A spec
+knows how to export its graph, how to make inputs of a given shape, and how to compute the
+eager outputs for those inputs, by the graph's input and output names, so that export and
+validation treat every task alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from onnxport import llm
+
+__all__ = ["GraphSpec", "Shape", "graphs_for"]
+
+Shape = dict[str, int]
+Feeds = dict[str, torch.Tensor]
+
+
+@dataclasses.dataclass
+class GraphSpec:
+    """One graph of a task's output folder.
+
+    Attributes:
+        filename: The file in the output folder (model.onnx, encoder_model.onnx, ...).
+        module: The torch module exported; called positionally with the inputs in
+            `input_names` order (`call` when the inputs are nested).
+        input_names / output_names: The graph's names (optimum's).
+        dims: Per input, axis -> dim name; those axes are dynamic.
+        make_inputs: shape -> feeds (name -> tensor) for the graph's inputs.
+        shapes: The export shape first, then the other shapes validation runs.
+        export: Custom export (the decoders with a cache); None: the generic one.
+        call: Custom eager call, feeds -> outputs by name; None: module(*inputs).
+    """
+
+    filename: str
+    module: torch.nn.Module
+    input_names: list[str]
+    output_names: list[str]
+    dims: dict[str, dict[int, str]]
+    make_inputs: Callable[[Shape], Feeds]
+    shapes: list[Shape]
+    export: Callable[..., Any] | None = None
+    call: Callable[[Feeds], dict[str, torch.Tensor]] | None = None
+
+    def eager(self, feeds: Feeds) -> dict[str, torch.Tensor]:
+        """The eager PyTorch outputs for `feeds`, by output name."""
+        with torch.no_grad():
+            if self.call is not None:
+                return self.call(feeds)
+            out = self.module(*[feeds[n] for n in self.input_names])
+        flat = torch.utils._pytree.tree_leaves(out)
+        return dict(zip(self.output_names, flat))
+
+
+class _Outputs(torch.nn.Module):
+    """Calls a transformers model with keyword inputs and returns the named output fields."""
+
+    def __init__(self, model: torch.nn.Module, fields: list[str], **fixed: Any) -> None:
+        super().__init__()
+        self.model, self.fields, self.fixed = model, fields, fixed
+
+    def _pick(self, out: Any) -> tuple[torch.Tensor, ...]:
+        return tuple(getattr(out, f) for f in self.fields)
+
+
+class TextModel(_Outputs):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+        kwargs = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
+        return self._pick(self.model(input_ids=input_ids, attention_mask=attention_mask,
+                                     **kwargs, **self.fixed))
+
+
+class DecoderModel(_Outputs):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                position_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+        return self._pick(self.model(input_ids=input_ids, attention_mask=attention_mask,
+                                     position_ids=position_ids, use_cache=False))
+
+
+class VisionModel(_Outputs):
+    def forward(self, pixel_values: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self._pick(self.model(pixel_values=pixel_values, **self.fixed))
+
+
+class AudioModel(_Outputs):
+    def forward(self, input_values: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self._pick(self.model(input_values=input_values, **self.fixed))
+
+
+class ClipModel(_Outputs):
+    def forward(self, input_ids: torch.Tensor, pixel_values: torch.Tensor,
+                attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self._pick(self.model(input_ids=input_ids, pixel_values=pixel_values,
+                                     attention_mask=attention_mask))
+
+
+# -- example inputs --------------------------------------------------------------------------
+
+def _float_dtype(model: torch.nn.Module) -> torch.dtype:
+    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+
+
+def _vocab(config: Any) -> int:
+    return int(getattr(config, "vocab_size", None) or 99)
+
+
+def _ids(config: Any, b: int, s: int, *shape_prefix: int) -> torch.Tensor:
+    # Keep clear of the special ids at the bottom of the vocabulary.
+    vocab = _vocab(config)
+    low = 3 if vocab > 6 else 0
+    return torch.randint(low, vocab, (b, *shape_prefix, s), dtype=torch.long)
+
+
+def _mask(b: int, s: int, *, pad: bool = True) -> torch.Tensor:
+    mask = torch.ones(b, s, dtype=torch.long)
+    if pad and b > 1 and s > 3:
+        mask[-1, s - 2:] = 0  # the last row is right-padded
+    return mask
+
+
+# -- families ----------------------------------------------------------------------------------
+
+_TEXT_FIELDS = {
+    "feature-extraction": ["last_hidden_state"],
+    "fill-mask": ["logits"],
+    "text-classification": ["logits"],
+    "token-classification": ["logits"],
+    "question-answering": ["start_logits", "end_logits"],
+    "multiple-choice": ["logits"],
+}
+
+
+def _text_encoder(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
+    config = model.config
+    with_types = config.model_type in ("bert", "albert", "electra", "deberta-v2", "deberta") \
+        and int(getattr(config, "type_vocab_size", 0) or 0) > 0
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
+    choice = task == "multiple-choice"
+    axes = ({0: "batch_size", 1: "num_choices", 2: "sequence_length"} if choice
+            else {0: "batch_size", 1: "sequence_length"})
+    choices = 2
+
+    def make(shape: Shape) -> Feeds:
+        b, s = shape["batch_size"], shape["sequence_length"]
+        rows = b * choices if choice else b
+        feeds = {"input_ids": _ids(config, rows, s), "attention_mask": _mask(rows, s)}
+        if with_types:
+            types = int(config.type_vocab_size)
+            feeds["token_type_ids"] = torch.randint(0, types, (rows, s)) if types > 1 \
+                else torch.zeros(rows, s, dtype=torch.long)
+        if choice:
+            feeds = {k: v.reshape(b, choices, s) for k, v in feeds.items()}
+        return feeds
+
+    fields = _TEXT_FIELDS[task]
+    return [GraphSpec("model.onnx", TextModel(model, fields), names, fields,
+                      {n: dict(axes) for n in names}, make,
+                      [{"batch_size": batch, "sequence_length": seq},
+                       {"batch_size": batch + 1, "sequence_length": seq + 5}])]
+
+
+def decoder_uses_position_ids(config: Any) -> bool:
+    """Whether optimum's decoder graph for this config has a position_ids input."""
+    if config.model_type in ("gemma", "gemma2"):
+        return False
+    return not (config.model_type == "falcon" and getattr(config, "alibi", False))
+
+
+def _decoder(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
+    config = model.config
+    with_pos = decoder_uses_position_ids(config)
+    dtype = _float_dtype(model)
+    names = llm.OPTIMUM_DIM_NAMES
+    if task == "text-generation":
+        inputs = ["input_ids", "attention_mask"] + (["position_ids"] if with_pos else [])
+
+        def make_plain(shape: Shape) -> Feeds:
+            b, s = shape["batch_size"], shape["sequence_length"]
+            feeds = {"input_ids": _ids(config, b, s), "attention_mask": _mask(b, s, pad=False)}
+            if with_pos:
+                feeds["position_ids"] = torch.arange(s).repeat(b, 1)
+            return feeds
+
+        return [GraphSpec("model.onnx", DecoderModel(model, ["logits"]), inputs, ["logits"],
+                          {n: {0: "batch_size", 1: "sequence_length"} for n in inputs},
+                          make_plain,
+                          [{"batch_size": batch, "sequence_length": seq},
+                           {"batch_size": batch + 1, "sequence_length": seq + 5}])]
+
+    num_layers, _, _ = llm._cache_geometry(config)
+    input_names = llm.cache_input_names(num_layers, with_position_ids=with_pos)
+    output_names = llm.cache_output_names(num_layers)
+    wrapper = llm.DecoderWithCache(model).eval()
+
+    def make(shape: Shape) -> Feeds:
+        b, s, p = shape["batch_size"], shape["sequence_length"], shape["past_sequence_length"]
+        feeds: Feeds = {"input_ids": _ids(config, b, s),
+                        "attention_mask": torch.ones(b, p + s, dtype=torch.long)}
+        for i, (k, v) in enumerate(llm.empty_past(config, b, p, dtype=dtype)):
+            feeds[f"past_key_values.{i}.key"] = torch.randn(k.shape).to(dtype)
+            feeds[f"past_key_values.{i}.value"] = torch.randn(v.shape).to(dtype)
+        if with_pos:
+            feeds["position_ids"] = torch.arange(p, p + s).repeat(b, 1)
+        return feeds
+
+    def call(feeds: Feeds) -> dict[str, torch.Tensor]:
+        past = [(feeds[f"past_key_values.{i}.key"], feeds[f"past_key_values.{i}.value"])
+                for i in range(num_layers)]
+        logits, present = wrapper(feeds["input_ids"], feeds["attention_mask"], past,
+                                  feeds.get("position_ids"))
+        return dict(zip(output_names, [logits, *present]))
+
+    def export(*, dynamic: bool, **kwargs: Any) -> Any:
+        return llm.export_decoder_with_cache(
+            model, batch=batch, sequence=seq, past_sequence=seq + 1, with_position_ids=with_pos,
+            dim_names=names, dynamic=dynamic, **kwargs)
+
+    dims = {n: {0: "batch_size", 2: "past_sequence_length"} for n in input_names
+            if n.startswith("past_key_values.")}
+    return [GraphSpec("model.onnx", wrapper, input_names, output_names, dims, make,
+                      [{"batch_size": batch, "sequence_length": seq,
+                        "past_sequence_length": seq + 1},
+                       # a prefill step (empty past) and a one-token decode step
+                       {"batch_size": batch + 1, "sequence_length": seq + 2,
+                        "past_sequence_length": 0},
+                       {"batch_size": batch, "sequence_length": 1,
+                        "past_sequence_length": seq + 4}],
+                      export=export, call=call)]
+
+
+_FIXED_SIZE_VISION = ("vit", "deit", "beit")
+
+
+def _vision(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
+    config = model.config
+    dtype = _float_dtype(model)
+    fields = ["last_hidden_state"] if task == "feature-extraction" else ["logits"]
+    channels = int(getattr(config, "num_channels", 3))
+    fixed = config.model_type in _FIXED_SIZE_VISION
+    size = int(getattr(config, "image_size", 224) or 224) if fixed else 64
+    size2 = size if fixed else 96
+    axes = {0: "batch_size"} if fixed else {0: "batch_size", 2: "height", 3: "width"}
+
+    def make(shape: Shape) -> Feeds:
+        return {"pixel_values": torch.rand(shape["batch_size"], channels, shape["height"],
+                                           shape["width"]).to(dtype)}
+
+    return [GraphSpec("model.onnx", VisionModel(model, fields), ["pixel_values"], fields,
+                      {"pixel_values": axes}, make,
+                      [{"batch_size": batch, "height": size, "width": size},
+                       {"batch_size": batch + 1, "height": size2, "width": size2}])]
+
+
+def _audio(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
+    dtype = _float_dtype(model)
+    fields = ["last_hidden_state"] if task == "feature-extraction" else ["logits"]
+
+    def make(shape: Shape) -> Feeds:
+        return {"input_values": torch.randn(shape["batch_size"],
+                                            shape["sequence_length"]).to(dtype)}
+
+    return [GraphSpec("model.onnx", AudioModel(model, fields), ["input_values"], fields,
+                      {"input_values": {0: "batch_size", 1: "sequence_length"}}, make,
+                      [{"batch_size": batch, "sequence_length": 400},
+                       {"batch_size": batch + 1, "sequence_length": 560}])]
+
+
+def _clip(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
+    config = model.config
+    dtype = _float_dtype(model)
+    size = int(config.vision_config.image_size)
+    max_pos = int(config.text_config.max_position_embeddings)
+    seq = min(seq, max_pos)
+    if task == "feature-extraction":
+        fields = ["text_embeds", "image_embeds"]
+    else:
+        fields = ["logits_per_image", "logits_per_text", "text_embeds", "image_embeds"]
+    names = ["input_ids", "pixel_values", "attention_mask"]
+    dims = {"input_ids": {0: "text_batch_size", 1: "sequence_length"},
+            "pixel_values": {0: "image_batch_size"},
+            "attention_mask": {0: "text_batch_size", 1: "sequence_length"}}
+
+    def make(shape: Shape) -> Feeds:
+        b, s = shape["text_batch_size"], shape["sequence_length"]
+        return {"input_ids": _ids(config.text_config, b, s),
+                "pixel_values": torch.rand(shape["image_batch_size"], 3, size, size).to(dtype),
+                "attention_mask": _mask(b, s)}
+
+    return [GraphSpec("model.onnx", ClipModel(model, fields), names, fields, dims, make,
+                      [{"text_batch_size": batch, "sequence_length": seq,
+                        "image_batch_size": batch + 1},
+                       {"text_batch_size": batch + 1, "sequence_length": max(2, seq - 3),
+                        "image_batch_size": batch + 2}])]
+
+
+FAMILIES: dict[str, Callable[[Any, str, int, int], list[GraphSpec]]] = {
+    "text-encoder": _text_encoder,
+    "decoder": _decoder,
+    "vision": _vision,
+    "audio": _audio,
+    "clip": _clip,
+}
+
+
+def graphs_for(model: Any, family: str, task: str, *, batch: int = 2,
+               sequence: int = 8) -> list[GraphSpec]:
+    """The graphs of `task` for `model` (one per output file)."""
+    if family in ("seq2seq", "speech-seq2seq"):
+        from onnxport.tasks.seq2seq import seq2seq_graphs
+
+        return seq2seq_graphs(model, family, task, batch, sequence)
+    return FAMILIES[family](model, task, batch, sequence)

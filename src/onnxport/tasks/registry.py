@@ -1,0 +1,161 @@
+"""Task names (optimum's), the architectures each supports, and task detection.
+
+A task is exported by one `family` of graph builders (`graphs.py`): text encoders, decoder-only
+LMs, vision encoders, sequence-to-sequence models, ... `SUPPORTED` lists, per transformers
+`model_type`, the family and the tasks onnxport exports for it: the same tasks optimum-cli
+offers for that model type, restricted to those onnxport implements.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from onnxport.tasks.errors import UnknownTaskError, UnsupportedTaskError
+
+__all__ = ["TASKS", "SUPPORTED", "TaskInfo", "detect_task", "normalize_task", "resolve_task",
+           "tasks_for"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskInfo:
+    """One task: the transformers Auto class its model is loaded with."""
+
+    name: str
+    auto_class: str
+    description: str
+
+
+TASKS: dict[str, TaskInfo] = {t.name: t for t in [
+    TaskInfo("feature-extraction", "AutoModel", "hidden states (last_hidden_state)"),
+    TaskInfo("fill-mask", "AutoModelForMaskedLM", "masked-token logits"),
+    TaskInfo("text-classification", "AutoModelForSequenceClassification", "sequence logits"),
+    TaskInfo("token-classification", "AutoModelForTokenClassification", "per-token logits"),
+    TaskInfo("question-answering", "AutoModelForQuestionAnswering", "start/end logits"),
+    TaskInfo("multiple-choice", "AutoModelForMultipleChoice", "per-choice logits"),
+    TaskInfo("text-generation", "AutoModelForCausalLM", "next-token logits, no cache"),
+    TaskInfo("text-generation-with-past", "AutoModelForCausalLM",
+             "next-token logits with a key/value cache (prefill and decode in one graph)"),
+    TaskInfo("text2text-generation", "AutoModelForSeq2SeqLM",
+             "encoder + decoder, no cache"),
+    TaskInfo("text2text-generation-with-past", "AutoModelForSeq2SeqLM",
+             "encoder + decoder + decoder with past"),
+    TaskInfo("image-classification", "AutoModelForImageClassification", "image logits"),
+    TaskInfo("automatic-speech-recognition", "AutoModelForSpeechSeq2Seq",
+             "audio encoder + decoder + decoder with past"),
+    TaskInfo("audio-classification", "AutoModelForAudioClassification", "audio logits"),
+    TaskInfo("zero-shot-image-classification", "AutoModel",
+             "image-text similarity (logits_per_image, logits_per_text, embeddings)"),
+]}
+
+# Names optimum accepts as synonyms.
+ALIASES = {
+    "image-feature-extraction": "feature-extraction",
+    "sequence-classification": "text-classification",
+    "causal-lm": "text-generation",
+    "causal-lm-with-past": "text-generation-with-past",
+    "seq2seq-lm": "text2text-generation",
+    "seq2seq-lm-with-past": "text2text-generation-with-past",
+    "masked-lm": "fill-mask",
+    "default": "feature-extraction",
+}
+
+_TEXT_ENCODER_TASKS = ("feature-extraction", "fill-mask", "text-classification",
+                       "token-classification", "question-answering", "multiple-choice")
+_DECODER_TASKS = ("text-generation-with-past", "text-generation")
+_VISION_TASKS = ("feature-extraction", "image-classification")
+_SEQ2SEQ_TASKS = ("text2text-generation-with-past", "text2text-generation")
+
+# model_type -> (family, tasks). The first task is the default when no architecture says more.
+SUPPORTED: dict[str, tuple[str, tuple[str, ...]]] = {
+    **{m: ("text-encoder", _TEXT_ENCODER_TASKS) for m in (
+        "bert", "roberta", "distilbert", "deberta-v2", "deberta", "albert", "electra",
+        "xlm-roberta")},
+    **{m: ("decoder", _DECODER_TASKS) for m in (
+        "llama", "qwen2", "qwen3", "mistral", "phi3", "phi", "gemma", "gemma2", "gpt2",
+        "falcon", "granite", "olmo")},
+    **{m: ("vision", _VISION_TASKS) for m in (
+        "vit", "deit", "convnext", "convnextv2", "resnet", "beit")},
+    **{m: ("seq2seq", _SEQ2SEQ_TASKS) for m in ("t5", "mt5", "bart", "mbart")},
+    "whisper": ("speech-seq2seq", ("automatic-speech-recognition",)),
+    **{m: ("audio", ("audio-classification", "feature-extraction")) for m in (
+        "wav2vec2", "hubert", "wavlm")},
+    "clip": ("clip", ("zero-shot-image-classification", "feature-extraction")),
+}
+
+# Suffixes of architecture class names, most specific first, and the task each means.
+_ARCHITECTURE_SUFFIXES = [
+    ("ForCausalLM", "text-generation-with-past"),
+    ("LMHeadModel", "text-generation-with-past"),
+    ("ForMaskedLM", "fill-mask"),
+    ("ForQuestionAnswering", "question-answering"),
+    ("ForTokenClassification", "token-classification"),
+    ("ForMultipleChoice", "multiple-choice"),
+    ("ForImageClassification", "image-classification"),
+    ("ForAudioClassification", "audio-classification"),
+    ("ForSequenceClassification", "text-classification"),
+    ("ForConditionalGeneration", "text2text-generation-with-past"),
+    ("ForPreTraining", "fill-mask"),
+    ("Model", "feature-extraction"),
+]
+
+
+def normalize_task(task: str) -> str:
+    """The canonical name of `task`; raises UnknownTaskError for a name onnxport lacks."""
+    name = ALIASES.get(task, task)
+    if name not in TASKS:
+        raise UnknownTaskError(
+            f"unknown task {task!r}; onnxport knows: {', '.join(TASKS)}")
+    return name
+
+
+def tasks_for(model_type: str) -> tuple[str, ...]:
+    """The tasks onnxport exports for a transformers model_type (empty if none)."""
+    return SUPPORTED.get(model_type, ("", ()))[1]
+
+
+def detect_task(config: Any) -> tuple[str, str]:
+    """(task, why) from `config.architectures` and `config.model_type`.
+
+    Raises:
+        UnsupportedTaskError: onnxport exports no task for this model type.
+    """
+    model_type = getattr(config, "model_type", None) or ""
+    tasks = tasks_for(model_type)
+    if not tasks:
+        raise UnsupportedTaskError(
+            f"onnxport exports no task for model_type {model_type!r}; supported model types: "
+            f"{', '.join(sorted(SUPPORTED))}")
+    architectures = list(getattr(config, "architectures", None) or [])
+    for arch in architectures:
+        if model_type == "whisper" and arch.endswith("ForConditionalGeneration"):
+            return "automatic-speech-recognition", f"architecture {arch}"
+        if model_type == "clip" and arch == "CLIPModel":
+            return "zero-shot-image-classification", f"architecture {arch}"
+        if model_type in ("wav2vec2", "hubert", "wavlm") and arch.endswith(
+                "ForSequenceClassification"):
+            return "audio-classification", f"architecture {arch}"
+        for suffix, task in _ARCHITECTURE_SUFFIXES:
+            if arch.endswith(suffix):
+                if task in tasks:
+                    return task, f"architecture {arch}"
+                break
+    return tasks[0], (f"default task of model_type {model_type!r}" if not architectures else
+                      f"default task of model_type {model_type!r} "
+                      f"(architectures {architectures} name no task of it)")
+
+
+def resolve_task(config: Any, task: str | None) -> tuple[str, str]:
+    """The task to export, and why: `task` checked against the architecture, or detected."""
+    if task is None:
+        return detect_task(config)
+    name = normalize_task(task)
+    model_type = getattr(config, "model_type", None) or ""
+    tasks = tasks_for(model_type)
+    if name not in tasks:
+        have = f"its tasks: {', '.join(tasks)}" if tasks else (
+            f"onnxport supports no task for it; supported model types: "
+            f"{', '.join(sorted(SUPPORTED))}")
+        raise UnsupportedTaskError(
+            f"task {name!r} is not available for model_type {model_type!r}; {have}")
+    return name, "given with --task"
