@@ -1,0 +1,370 @@
+"""Quantization: PT2E's `quantized_decomposed.*` ops and torchao's affine ops as ONNX Q/DQ.
+
+* `quantize_per_tensor` / `quantize_per_channel` -> QuantizeLinear (axis for per channel);
+  `dequantize_*` -> DequantizeLinear. The zero point is a constant of the quantized dtype and
+  the scale a float32 constant, as ONNX Runtime's QDQ fusions (QLinearConv, QLinearMatMul,
+  MatMulInteger) require; nothing is decomposed into Mul/Round/Add.
+* A quantize of a constant (a float weight with `fold_quantize=False`, a fake-quantized
+  weight) is computed here, by the eager kernel itself, and becomes an integer initializer
+  `<weight>_quantized`: the model stores int8 weights, never the float ones.
+* `quant_min`/`quant_max` narrower than the dtype's range clamp the quantized values (a Clip
+  on the integers, which ONNX Runtime runs in int8/uint8); the full range adds nothing.
+* Dynamic quantization: `choose_qparams.tensor` for an 8-bit affine range (uint8 0..255 or
+  int8 -128..127) becomes one DynamicQuantizeLinear. The quantize and dequantize that use
+  its scale and zero point reuse its outputs, so the graph holds the
+  DynamicQuantizeLinear -> DequantizeLinear -> MatMul pattern ONNX Runtime turns into
+  MatMulInteger. The int8 range is the uint8 one shifted by 128 (same scale, zero point and
+  values minus 128), so its dequantized values are the uint8 ones exactly. Other ranges and
+  the symmetric scheme compute the parameters with Reduce ops, as `determine_qparams` does.
+
+Semantics (torch.ao.quantization.fx._decomposed): quantize is
+`clamp(round(x * (1 / scale)) + zero_point, quant_min, quant_max)`, ONNX's is
+`saturate(round(x / scale) + zero_point)`: both round half to even, and `x * (1/scale)` and
+`x / scale` can differ in the last float32 bit, so a value at a rounding tie may land one
+quantization step away. Dequantize is `(q - zero_point) * scale` in float32 in both, exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+import torch
+
+from onnxport import _dtypes
+from onnxport.errors import TranslationError
+from onnxport.translate import GraphBuilder, Tensor, register
+
+_F32 = ir.DataType.FLOAT
+_I64 = ir.DataType.INT64
+
+# Quantized dtypes ONNX's QuantizeLinear/DequantizeLinear take, and the opset that added them.
+_Q_DTYPES: dict[torch.dtype, tuple[ir.DataType, int]] = {
+    torch.int8: (ir.DataType.INT8, 13),
+    torch.uint8: (ir.DataType.UINT8, 13),
+    torch.int16: (ir.DataType.INT16, 21),
+    torch.uint16: (ir.DataType.UINT16, 21),
+}
+
+# Marks a scale/zero point/quantized value that comes from a DynamicQuantizeLinear node:
+# value.meta[_DYNAMIC] = (input, uint8 values, scale, uint8 zero point, shift).
+_DYNAMIC = "onnxport.dynamic_quant"
+
+QD = "quantized_decomposed::"
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def _qdtype(g: GraphBuilder, dtype: torch.dtype) -> ir.DataType:
+    entry = _Q_DTYPES.get(dtype)
+    if entry is None:
+        raise TranslationError(f"quantized dtype {dtype} has no ONNX QuantizeLinear form "
+                               f"(int8, uint8, int16, uint16)")
+    if g.opset < entry[1]:
+        raise TranslationError(f"quantized dtype {dtype} needs opset {entry[1]} "
+                               f"(QuantizeLinear/DequantizeLinear), got opset {g.opset}")
+    return entry[0]
+
+
+def _dtype_range(dtype: torch.dtype) -> tuple[int, int]:
+    info = torch.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+def _constant(value: Any) -> np.ndarray | None:
+    """The data of a constant value (Python number, Constant node, initializer with data)."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float, bool)):
+        return np.asarray(value)
+    if not isinstance(value, ir.Value) or value.is_graph_input():
+        return None
+    tensor = value.const_value
+    if tensor is None:
+        node = value.producer()
+        if node is None or node.op_type != "Constant" or node.domain:
+            return None
+        attr = node.attributes.get("value")
+        if attr is None:
+            return None
+        tensor = attr.as_tensor()
+    try:
+        return np.asarray(tensor.numpy())
+    except Exception:  # noqa: BLE001  (data not readable, e.g. an external tensor)
+        return None
+
+
+def _param(g: GraphBuilder, value: Any, dtype: ir.DataType, *, per_tensor: bool) -> Tensor:
+    """A scale or zero point as `dtype`: a constant when known (so ONNX Runtime's QDQ fusions
+    see an initializer), else a Cast (and, per tensor, a reshape to a scalar)."""
+    data = _constant(value)
+    if data is not None:
+        if per_tensor:
+            if data.size != 1:
+                raise TranslationError(f"per-tensor quantization parameter has {data.size} "
+                                       f"elements, expected 1")
+            data = data.reshape(())
+        if dtype.is_integer():
+            data = np.rint(data)
+        return g.const(data.astype(dtype.numpy()), dtype)
+    assert isinstance(value, ir.Value)
+    out = value if value.dtype == dtype else g.op("Cast", value, to=dtype)
+    if per_tensor and (value.shape is None or len(value.shape) != 0):
+        out = g.op("Reshape", out, g.const(np.zeros((0,), np.int64)))
+    return out
+
+
+def _float_input(g: GraphBuilder, x: Tensor) -> Tensor:
+    """The eager kernels quantize float32 (float16/bfloat16 inputs are converted first)."""
+    return x if x.dtype == _F32 else g.op("Cast", x, to=_F32)
+
+
+def _clamp(g: GraphBuilder, q: Tensor, quant_min: Any, quant_max: Any, dtype: torch.dtype,
+           qtype: ir.DataType) -> Tensor:
+    """Clip the quantized values to [quant_min, quant_max] when that is narrower than the
+    dtype's range (QuantizeLinear saturates to the full range only)."""
+    lo, hi = _dtype_range(dtype)
+    qmin, qmax = _constant(quant_min), _constant(quant_max)
+    if qmin is not None and qmax is not None:
+        qmin_i, qmax_i = int(qmin.reshape(())), int(qmax.reshape(()))
+        if qmin_i <= lo and qmax_i >= hi:
+            return q
+        bounds = [g.const(np.asarray(max(qmin_i, lo)).astype(qtype.numpy()), qtype),
+                  g.const(np.asarray(min(qmax_i, hi)).astype(qtype.numpy()), qtype)]
+    else:
+        bounds = [_param(g, quant_min, qtype, per_tensor=True),
+                  _param(g, quant_max, qtype, per_tensor=True)]
+    return g.op("Clip", q, *bounds)
+
+
+def _root(g: GraphBuilder) -> GraphBuilder:
+    while g.parent is not None:
+        g = g.parent
+    return g
+
+
+def _quantized_initializer(g: GraphBuilder, x: Tensor, quantized: torch.Tensor) -> Tensor:
+    """An integer initializer holding `x` quantized at export time."""
+    root = _root(g)
+    name = root.unique_name(f"{x.name or 'weight'}_quantized")
+    array = quantized.detach().cpu().numpy()
+    tensor = ir.tensor(array, name=name)
+    value = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=ir.Shape(array.shape),
+                     const_value=tensor)
+    root.graph.initializers[name] = value
+    return value
+
+
+def _fold_quantize(g: GraphBuilder, x: Tensor, compute: Any) -> Tensor | None:
+    """Quantize a constant now with the eager kernel (`compute(tensor)`), else None."""
+    if not isinstance(x, ir.Value) or x.is_graph_input() or x.const_value is None:
+        return None
+    data = _constant(x)
+    if data is None:
+        return None
+    return _quantized_initializer(g, x, compute(torch.from_numpy(np.array(data))))
+
+
+def _dequantize(g: GraphBuilder, q: Tensor, scale: Tensor, zero_point: Tensor | None,
+                out_dtype: torch.dtype | None, axis: int | None = None) -> Tensor:
+    attrs = {} if axis is None else {"axis": axis}
+    y = g.op("DequantizeLinear", q, scale, zero_point, **attrs)
+    y.dtype = _F32
+    if out_dtype is not None and out_dtype != torch.float32:
+        y = g.op("Cast", y, to=_dtypes.to_ir(out_dtype))
+    return y
+
+
+def _through_casts(value: Any) -> Any:
+    """The value before any Cast/Reshape/Identity the translator or a translation inserted."""
+    while isinstance(value, ir.Value) and _DYNAMIC not in value.meta:
+        node = value.producer()
+        if node is None or node.domain or node.op_type not in ("Cast", "Reshape", "Identity"):
+            break
+        value = node.inputs[0]
+    return value
+
+
+def _dynamic_source(x: Tensor, scale: Any, zero_point: Any) -> tuple[Any, ...] | None:
+    """The DynamicQuantizeLinear record when `scale` and `zero_point` are its outputs for `x`."""
+    s, z = _through_casts(scale), _through_casts(zero_point)
+    if not isinstance(s, ir.Value) or not isinstance(z, ir.Value):
+        return None
+    rec_s, rec_z = s.meta.get(_DYNAMIC), z.meta.get(_DYNAMIC)
+    if rec_s is None or rec_s is not rec_z:
+        return None
+    if x is not None and _through_casts(x) is not _through_casts(rec_s[0]):
+        return None
+    return rec_s
+
+
+# -- quantize --------------------------------------------------------------------------------
+def _quantize(g: GraphBuilder, x: Tensor, scale: Any, zero_point: Any, quant_min: Any,
+              quant_max: Any, dtype: torch.dtype, axis: int | None, eager: Any) -> Tensor:
+    qtype = _qdtype(g, dtype)
+    folded = _fold_quantize(g, x, eager) if _constant(scale) is not None \
+        and _constant(zero_point) is not None and _constant(quant_min) is not None \
+        and _constant(quant_max) is not None else None
+    if folded is not None:
+        return folded
+    per_tensor = axis is None
+    s = _param(g, scale, _F32, per_tensor=per_tensor)
+    z = _param(g, zero_point, qtype, per_tensor=per_tensor)
+    attrs = {} if axis is None else {"axis": axis}
+    q = g.op("QuantizeLinear", _float_input(g, x), s, z, **attrs)
+    q.dtype = qtype
+    return _clamp(g, q, quant_min, quant_max, dtype, qtype)
+
+
+@register(f"{QD}quantize_per_tensor.default")
+def quantize_per_tensor(g: GraphBuilder, input: Tensor, scale: float, zero_point: int,
+                        quant_min: int, quant_max: int, dtype: torch.dtype) -> Tensor:
+    """quantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype) -> Tensor"""
+    return _quantize(g, input, scale, zero_point, quant_min, quant_max, dtype, None,
+                     lambda t: torch.ops.quantized_decomposed.quantize_per_tensor(
+                         t, scale, zero_point, quant_min, quant_max, dtype))
+
+
+@register(f"{QD}quantize_per_tensor.tensor", f"{QD}quantize_per_tensor.tensor2")
+def quantize_per_tensor_tensor(g: GraphBuilder, input: Tensor, scale: Tensor, zero_point: Tensor,
+                               quant_min: Any, quant_max: Any, dtype: torch.dtype) -> Tensor:
+    """quantize_per_tensor.tensor(Tensor input, Tensor scale, Tensor zero_point, int quant_min, int quant_max, ScalarType dtype) -> Tensor"""
+    record = _dynamic_source(input, scale, zero_point)
+    if record is not None:
+        _, q_u8, _, _, shift = record
+        qtype = _qdtype(g, dtype)
+        return _shift(g, q_u8, shift, qtype)
+
+    def eager(t: torch.Tensor) -> torch.Tensor:
+        s, z = (torch.from_numpy(np.array(_constant(v))) for v in (scale, zero_point))
+        lo, hi = (int(_constant(v).reshape(())) for v in (quant_min, quant_max))  # type: ignore[union-attr]
+        return torch.ops.quantized_decomposed.quantize_per_tensor(
+            t, float(s.reshape(())), int(z.reshape(())), lo, hi, dtype)
+
+    return _quantize(g, input, scale, zero_point, quant_min, quant_max, dtype, None, eager)
+
+
+@register(f"{QD}quantize_per_channel.default")
+def quantize_per_channel(g: GraphBuilder, input: Tensor, scales: Tensor, zero_points: Tensor,
+                         axis: int, quant_min: int, quant_max: int, dtype: torch.dtype) -> Tensor:
+    """quantize_per_channel(Tensor input, Tensor scales, Tensor zero_points, int axis, int quant_min, int quant_max, ScalarType dtype) -> Tensor"""
+
+    def eager(t: torch.Tensor) -> torch.Tensor:
+        s, z = (torch.from_numpy(np.array(_constant(v))) for v in (scales, zero_points))
+        return torch.ops.quantized_decomposed.quantize_per_channel(
+            t, s, z, axis, quant_min, quant_max, dtype)
+
+    return _quantize(g, input, scales, zero_points, quant_min, quant_max, dtype, axis, eager)
+
+
+# -- dequantize ------------------------------------------------------------------------------
+@register(f"{QD}dequantize_per_tensor.default")
+def dequantize_per_tensor(g: GraphBuilder, input: Tensor, scale: float, zero_point: int,
+                          quant_min: int, quant_max: int, dtype: torch.dtype, *,
+                          out_dtype: torch.dtype | None = None) -> Tensor:
+    """dequantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor"""
+    qtype = _qdtype(g, dtype)
+    return _dequantize(g, input, _param(g, scale, _F32, per_tensor=True),
+                       _param(g, zero_point, qtype, per_tensor=True), out_dtype)
+
+
+@register(f"{QD}dequantize_per_tensor.tensor", f"{QD}dequantize_per_tensor.tensor2")
+def dequantize_per_tensor_tensor(g: GraphBuilder, input: Tensor, scale: Tensor,
+                                 zero_point: Tensor, quant_min: Any, quant_max: Any,
+                                 dtype: torch.dtype, *,
+                                 out_dtype: torch.dtype | None = None) -> Tensor:
+    """dequantize_per_tensor.tensor(Tensor input, Tensor scale, Tensor zero_point, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor"""
+    record = _dynamic_source(None, scale, zero_point)
+    if record is not None:
+        _, q_u8, s, z_u8, shift = record
+        q = _through_casts(input)
+        if q is q_u8 or q.meta.get(_DYNAMIC) is record:
+            # The int8 values are the uint8 ones minus 128, as is the zero point: the uint8
+            # pair dequantizes to the same floats, in the pattern ORT fuses.
+            return _dequantize(g, q_u8, s, z_u8, out_dtype)
+        return _dequantize(g, input, s, _shift(g, z_u8, shift, _qdtype(g, dtype)), out_dtype)
+    qtype = _qdtype(g, dtype)
+    return _dequantize(g, input, _param(g, scale, _F32, per_tensor=True),
+                       _param(g, zero_point, qtype, per_tensor=True), out_dtype)
+
+
+@register(f"{QD}dequantize_per_channel.default")
+def dequantize_per_channel(g: GraphBuilder, input: Tensor, scales: Tensor,
+                           zero_points: Tensor | None, axis: int, quant_min: int, quant_max: int,
+                           dtype: torch.dtype, *, out_dtype: torch.dtype | None = None) -> Tensor:
+    """dequantize_per_channel(Tensor input, Tensor scales, Tensor? zero_points, int axis, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor"""
+    qtype = _qdtype(g, dtype)
+    s = _param(g, scales, _F32, per_tensor=False)
+    z = None if zero_points is None else _param(g, zero_points, qtype, per_tensor=False)
+    return _dequantize(g, input, s, z, out_dtype, axis)
+
+
+# -- dynamic quantization parameters ---------------------------------------------------------
+def _shift(g: GraphBuilder, u8: Tensor, shift: int, qtype: ir.DataType) -> Tensor:
+    """uint8 values as `qtype` minus `shift` (0: unchanged)."""
+    if shift == 0 and qtype == ir.DataType.UINT8:
+        return u8
+    wide = g.op("Cast", u8, to=ir.DataType.INT32)
+    out = g.op("Cast", g.op("Sub", wide, g.const(np.int32(shift), ir.DataType.INT32)), to=qtype)
+    out.meta[_DYNAMIC] = u8.meta.get(_DYNAMIC)
+    return out
+
+
+def _as_param_output(g: GraphBuilder, value: Tensor, index: int) -> Tensor:
+    """A scale/zero point shaped [1] as `choose_qparams` returns it (dtype by the translator)."""
+    out = g.op("Reshape", value, g.const(np.asarray([1], np.int64)))
+    out.dtype = value.dtype
+    return out
+
+
+def _minmax(g: GraphBuilder, x: Tensor) -> tuple[Tensor, Tensor]:
+    """min(min(x), 0) and max(max(x), 0), float32 scalars."""
+    x = _float_input(g, x)
+    zero = g.const(np.float32(0), _F32)
+    lo = g.op("Min", g.op("ReduceMin", x, keepdims=0), zero)
+    hi = g.op("Max", g.op("ReduceMax", x, keepdims=0), zero)
+    return lo, hi
+
+
+@register(f"{QD}choose_qparams.tensor")
+def choose_qparams(g: GraphBuilder, input: Tensor, quant_min: int, quant_max: int, eps: float,
+                   dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """choose_qparams.tensor(Tensor input, int quant_min, int quant_max, float eps, ScalarType dtype) -> (Tensor, Tensor)"""
+    if (dtype, quant_min, quant_max) in ((torch.uint8, 0, 255), (torch.int8, -128, 127)):
+        # DynamicQuantizeLinear's scale is (max(0, max x) - min(0, min x)) / 255 and its zero
+        # point round(0 - min/scale), saturated: determine_qparams' affine formulas for a
+        # 256-value range. It has no eps: a range below 255 * eps quantizes finer than eager,
+        # and an all-zero input gets scale 1 (eager: eps), which dequantize to the same zeros.
+        q, s, z = g.op("DynamicQuantizeLinear", _float_input(g, input), outputs=3)
+        q.dtype, s.dtype, z.dtype = ir.DataType.UINT8, _F32, ir.DataType.UINT8
+        shift = 0 if dtype == torch.uint8 else 128
+        record = (input, q, s, z, shift)
+        for v in (q, s, z):
+            v.meta[_DYNAMIC] = record
+        zero_point = z if shift == 0 else _shift(g, z, shift, ir.DataType.INT8)
+        zero_point.meta[_DYNAMIC] = record
+        scale_out = _as_param_output(g, s, 0)
+        zp_out = _as_param_output(g, zero_point, 1)
+        scale_out.meta[_DYNAMIC] = record
+        zp_out.meta[_DYNAMIC] = record
+        return scale_out, zp_out
+    lo, hi = _minmax(g, input)
+    scale = g.op("Div", g.op("Sub", hi, lo), g.const(np.float32(quant_max - quant_min), _F32))
+    scale = g.op("Max", scale, g.const(np.float32(eps), _F32))
+    zp = g.op("Sub", g.const(np.float32(quant_min), _F32), g.op("Round", g.op("Div", lo, scale)))
+    zp = g.op("Clip", zp, g.const(np.float32(quant_min), _F32), g.const(np.float32(quant_max), _F32))
+    return (_as_param_output(g, scale, 0),
+            _as_param_output(g, g.op("Cast", zp, to=_I64), 1))
+
+
+@register(f"{QD}choose_qparams_symmetric.tensor")
+def choose_qparams_symmetric(g: GraphBuilder, input: Tensor, quant_min: int, quant_max: int,
+                             eps: float, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """choose_qparams_symmetric.tensor(Tensor input, int quant_min, int quant_max, float eps, ScalarType dtype) -> (Tensor, Tensor)"""
+    lo, hi = _minmax(g, input)
+    bound = g.op("Max", g.op("Neg", lo), hi)
+    scale = g.op("Div", bound, g.const(np.float32((quant_max - quant_min) / 2), _F32))
+    scale = g.op("Max", scale, g.const(np.float32(eps), _F32))
+    zero = 128 if dtype == torch.uint8 else 0
+    return (_as_param_output(g, scale, 0),
+            _as_param_output(g, g.const(np.int64(zero), _I64), 1))
