@@ -14,7 +14,7 @@ import onnx_ir as ir
 from onnxport.errors import TranslationError
 from onnxport.ops._helpers import cast, rank
 from onnxport.ops.linalg import _float_work, _p_norm
-from onnxport.ops.nn import _grid_sample_gather
+from onnxport.ops.resampling import _grid_sample_gather
 from onnxport.translate import GraphBuilder, Tensor, aten, register
 
 _I64 = ir.DataType.INT64
