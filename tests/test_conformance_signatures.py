@@ -7,8 +7,9 @@ torch's): each addition is listed in EXTENSIONS with the reason, so any other di
 
 The reference is torch.onnx as installed (2.13). Names 2.13 no longer has (2.1-2.6 only) are
 compared with the signature documented in ../shared/reference, transcribed below as text.
-Known mismatches are strict xfails (KNOWN_MISMATCHES): fixing one makes its test XPASS, which
-fails, so the entry must then be removed. See docs/compat.md for the full table.
+Deliberate differences are strict xfails (DELIBERATE_DIFFERENCES), each with the reason: if
+one ever matches, its test XPASSes and fails, so the entry must be revisited. See
+docs/compat.md for the full table.
 """
 
 from __future__ import annotations
@@ -207,30 +208,27 @@ EXTENSIONS: dict[str, str] = {
                        "export with the TorchScript flavour, with a warning saying why",
     "export.registry": "an OnnxRegistry / Registry to translate with instead of the built-in "
                        "op library (what ExportOptions.onnx_registry gave dynamo_export)",
-    "export.**torchscript_options": "the TorchScript flavour's options (training, "
-                                    "operator_export_type, ...) for dynamo=False",
     "export_to_pretty_string.registry": "the op library to translate with, as export()'s",
     "utils.unconvertible_ops.registry": "the op library whose coverage is checked",
     "OnnxRegistry.opset_version": "the target opset of the registry (the documented "
                                   "opset_version property, settable at construction; default 18)",
 }
 
-# -- known mismatches (strict xfail): the owner of src/ should fix these -----------------------------
+# -- deliberate differences (strict xfail), each with its reason -----------------------------
 
-KNOWN_MISMATCHES: dict[str, str] = {
-    "export.external_data": "torch.onnx 2.13 defaults external_data=True (weights in <f>.data); "
-                            "onnxport defaults None (external data only above 2 GB)",
-    "export.keep_initializers_as_inputs": "torch.onnx 2.13 defaults False; onnxport None "
-                                          "(None = each flavour's own default)",
-    **{f"export.{name}": f"torch.onnx 2.13 lists {name}= as a keyword-only parameter; onnxport "
-                         f"takes it only through **torchscript_options (no visible default)"
-       for name in ("training", "operator_export_type", "do_constant_folding", "custom_opsets",
-                    "export_modules_as_functions", "autograd_inlining")},
-    "InputObserver.check_discrepancies.initializer": "torch.onnx defaults to "
-                                                     "_ort_session_initializer; onnxport to None",
-    **{f"errors.UnsupportedOperatorError.{name}": "torch.onnx's __init__(name, version, "
-                                                  "supported_version); onnxport's "
-                                                  "__init__(message, missing=None)"
+DELIBERATE_DIFFERENCES: dict[str, str] = {
+    "export.external_data": "deliberate: torch.onnx 2.13 defaults external_data=True (weights "
+                            "always in <f>.data); onnxport defaults None: one self-contained "
+                            "file, as 2.1-2.6 wrote, with external data only above 2 GB "
+                            "(pass external_data=True for torch.onnx 2.13's layout)",
+    "export.keep_initializers_as_inputs": "deliberate: torch.onnx 2.13 defaults False; onnxport "
+                                          "None, which is False with dynamo=True and the "
+                                          "TorchScript flavour's documented default otherwise "
+                                          "(True for the non-ONNX operator_export_types)",
+    **{f"errors.UnsupportedOperatorError.{name}": "deliberate: torch.onnx's __init__(name, "
+                                                  "version, supported_version) names one op; "
+                                                  "onnxport's __init__(message, missing=None) "
+                                                  "lists every missing op at once"
        for name in ("name", "version", "supported_version")},
     "errors.UnsupportedOperatorError:order": "positional parameters differ (see above)",
     "errors.UnsupportedOperatorError:additions": "onnxport's message=, missing= are not torch's",
@@ -276,9 +274,9 @@ def _param_id(case: str, param: inspect.Parameter) -> str:
 
 
 def _xfail_if_known(key: str, *values: Any) -> Any:
-    if key in KNOWN_MISMATCHES:
+    if key in DELIBERATE_DIFFERENCES:
         return pytest.param(*values, id=key,
-                            marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISMATCHES[key]))
+                            marks=pytest.mark.xfail(strict=True, reason=DELIBERATE_DIFFERENCES[key]))
     return pytest.param(*values, id=key)
 
 
@@ -324,7 +322,7 @@ def test_additions_are_explained(case: str) -> None:
 
 
 def test_every_listed_exception_is_used() -> None:
-    """EXTENSIONS and KNOWN_MISMATCHES name parameters that exist (no stale entries)."""
+    """EXTENSIONS and DELIBERATE_DIFFERENCES name parameters that exist (no stale entries)."""
     added = set()
     for case in CASES:
         theirs = _params(_torch_side(case))
@@ -336,7 +334,7 @@ def test_every_listed_exception_is_used() -> None:
     ids = {p.id for p in PARAMETERS} | {f"{c}:order" for c in CASES} | \
         {f"{c}:additions" for c in CASES} | {p.id for p in ENUM_MEMBERS} | \
         {p.id for p in NAMES}
-    assert set(KNOWN_MISMATCHES) <= ids, set(KNOWN_MISMATCHES) - ids
+    assert set(DELIBERATE_DIFFERENCES) <= ids, set(DELIBERATE_DIFFERENCES) - ids
 
 
 # -- class members -------------------------------------------------------------------------------
@@ -380,14 +378,8 @@ def test_jit_scalar_type_methods() -> None:
 # -- enums ---------------------------------------------------------------------------------------
 
 ENUMS = ("TrainingMode", "OperatorExportTypes", "JitScalarType")
-ENUM_MISMATCHES = {
-    "JitScalarType.FLOAT8E5M2": "torch.onnx: 16, onnxport: 23 (c10::ScalarType's number)",
-    "JitScalarType.FLOAT8E4M3FN": "torch.onnx: 17, onnxport: 24 (c10::ScalarType's number)",
-    "JitScalarType.FLOAT8E5M2FNUZ": "torch.onnx: 18, onnxport has no such member",
-    "JitScalarType.FLOAT8E4M3FNUZ": "torch.onnx: 19, onnxport has no such member",
-    "JitScalarType.UNDEFINED": "torch.onnx: 20, onnxport: 25",
-}
-KNOWN_MISMATCHES.update(ENUM_MISMATCHES)
+ENUM_MISMATCHES: dict[str, str] = {}
+DELIBERATE_DIFFERENCES.update(ENUM_MISMATCHES)
 ENUM_MEMBERS = [_xfail_if_known(f"{e}.{m}", e, m)
                 for e in ENUMS for m in getattr(torch.onnx, e).__members__]
 

@@ -12,9 +12,11 @@ import torch
 
 from onnxport._onnxscript import as_translation, is_onnxscript_function
 from onnxport._stages import ExportRun
+from onnxport._torchscript_api import export_torchscript
 # is_in_onnx_export is re-exported: onnxport.is_in_onnx_export, onnxport.utils take it from here.
 from onnxport._state import _as_registry, _exporting, is_in_onnx_export  # noqa: F401
 from onnxport.capture import capture
+from onnxport.capture.torchscript import OperatorExportTypes, TrainingMode
 from onnxport.capture.dynamic_shapes import ResolvedInputs, resolve_inputs, split_trailing_kwargs
 from onnxport.diagnostics import DiagnosticContext
 from onnxport.errors import OnnxExporterError, VerificationError
@@ -58,7 +60,12 @@ def export(
     artifacts_dir: str | os.PathLike[str] = ".",
     fallback: bool = False,
     registry: Registry | Any = None,
-    **torchscript_options: Any,
+    training: TrainingMode = TrainingMode.EVAL,
+    operator_export_type: OperatorExportTypes = OperatorExportTypes.ONNX,
+    do_constant_folding: bool = True,
+    custom_opsets: Mapping[str, int] | None = None,
+    export_modules_as_functions: bool | Collection[type[torch.nn.Module]] = False,
+    autograd_inlining: bool = True,
 ) -> ONNXProgram | None:
     """Export a PyTorch model to ONNX.
 
@@ -98,9 +105,10 @@ def export(
         fallback: If the dynamo flavour fails, export with the TorchScript flavour instead
             (with a warning saying why).
         registry: An OnnxRegistry or Registry to use instead of the built-in op library.
-        torchscript_options: Options of the TorchScript flavour (dynamo=False): training,
-            operator_export_type, do_constant_folding, custom_opsets (see
-            `onnxport._torchscript_api.export_torchscript`).
+        training, operator_export_type, do_constant_folding, custom_opsets,
+        export_modules_as_functions, autograd_inlining: Options of the TorchScript flavour
+            (dynamo=False; see `docs/torchscript.md`). With dynamo=True they have no effect,
+            as in torch.onnx; a value other than the default says so in a warning.
 
     Returns:
         The ONNXProgram (dynamo=True); None with dynamo=False, as torch.onnx's TorchScript
@@ -120,6 +128,11 @@ def export(
         args = (args,)
     model, args, kwargs, input_names, output_names, dynamic_shapes = _from_exportable_module(
         model, tuple(args), kwargs, input_names, output_names, dynamic_shapes)
+    torchscript_options = {
+        "training": training, "operator_export_type": operator_export_type,
+        "do_constant_folding": do_constant_folding, "custom_opsets": custom_opsets,
+        "export_modules_as_functions": export_modules_as_functions,
+        "autograd_inlining": autograd_inlining}
     if not dynamo:
         if dynamic_shapes is not None:
             raise TypeError("dynamo=False takes dynamic_axes, not dynamic_shapes")
@@ -130,9 +143,7 @@ def export(
                             external_data=external_data, registry=registry,
                             options=torchscript_options)
         return None
-    if torchscript_options:
-        raise TypeError(f"export() got options of the TorchScript flavour with dynamo=True: "
-                        f"{', '.join(sorted(torchscript_options))}")
+    _warn_ignored_torchscript_options(torchscript_options)
     if not isinstance(model, torch.export.ExportedProgram):
         args, kwargs = split_trailing_kwargs(tuple(args), kwargs)
     try:
@@ -224,6 +235,21 @@ def _export_dynamo(
     return program
 
 
+_TORCHSCRIPT_DEFAULTS = {
+    "training": TrainingMode.EVAL, "operator_export_type": OperatorExportTypes.ONNX,
+    "do_constant_folding": True, "custom_opsets": None, "export_modules_as_functions": False,
+    "autograd_inlining": True}
+
+
+def _warn_ignored_torchscript_options(options: Mapping[str, Any]) -> None:
+    """dynamo=True ignores the TorchScript flavour's options, as torch.onnx does: say so."""
+    changed = sorted(name for name, value in options.items()
+                     if value != _TORCHSCRIPT_DEFAULTS[name] and value is not None)
+    if changed:
+        warnings.warn(f"{', '.join(changed)} only apply to the TorchScript flavour "
+                      f"(dynamo=False); ignored with dynamo=True", UserWarning, stacklevel=3)
+
+
 def _from_exportable_module(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
                             input_names: Sequence[str] | None, output_names: Sequence[str] | None,
                             dynamic_shapes: Any) -> tuple[Any, ...]:
@@ -288,8 +314,6 @@ def _fallback_to_torchscript(error: OnnxExporterError, model: Any, args: tuple[A
                              dynamic_axes: Any, input_names: Sequence[str] | None,
                              registry: Any, **common: Any) -> ONNXProgram:
     """fallback=True: the dynamo flavour failed; export with the TorchScript flavour."""
-    from onnxport._torchscript_api import export_torchscript
-
     warnings.warn(f"the dynamo flavour failed ({type(error).__name__}: "
                   f"{str(error).splitlines()[0]}); falling back to the TorchScript flavour "
                   f"(fallback=True)", UserWarning, stacklevel=3)
@@ -331,11 +355,8 @@ def _model_name(model: Any) -> str:
 def _export_torchscript(model: Any, args: Any, f: Any, *, registry: Any, options: dict[str, Any],
                         **common: Any) -> None:
     """The dynamo=False flavour: TorchScript capture, the same op library."""
-    from onnxport._torchscript_api import export_torchscript, split_options
-
     with _exporting():
-        export_torchscript(model, args, f, registry=_as_registry(registry),
-                           **common, **split_options(options))
+        export_torchscript(model, args, f, registry=_as_registry(registry), **common, **options)
 
 
 def dynamo_export(model: torch.nn.Module | torch.export.ExportedProgram | Any, /,

@@ -12,7 +12,8 @@ from onnxport import _dtypes
 
 
 class JitScalarType(enum.IntEnum):
-    """Scalar types defined in torch, numbered as c10::ScalarType."""
+    """Scalar types defined in torch, numbered as torch.onnx numbers them (c10::ScalarType's
+    numbers up to BFLOAT16; the float8 types follow on, as in torch.onnx)."""
 
     UINT8 = 0
     INT8 = 1
@@ -30,9 +31,11 @@ class JitScalarType(enum.IntEnum):
     QUINT8 = 13
     QINT32 = 14
     BFLOAT16 = 15
-    FLOAT8E5M2 = 23
-    FLOAT8E4M3FN = 24
-    UNDEFINED = 25
+    FLOAT8E5M2 = 16
+    FLOAT8E4M3FN = 17
+    FLOAT8E5M2FNUZ = 18
+    FLOAT8E4M3FNUZ = 19
+    UNDEFINED = 20
 
     @classmethod
     def from_dtype(cls, dtype: torch.dtype | None) -> JitScalarType:
@@ -102,6 +105,8 @@ _DTYPES = {
     JitScalarType.QINT8: torch.qint8, JitScalarType.QUINT8: torch.quint8,
     JitScalarType.QINT32: torch.qint32, JitScalarType.BFLOAT16: torch.bfloat16,
     JitScalarType.FLOAT8E5M2: torch.float8_e5m2, JitScalarType.FLOAT8E4M3FN: torch.float8_e4m3fn,
+    JitScalarType.FLOAT8E5M2FNUZ: torch.float8_e5m2fnuz,
+    JitScalarType.FLOAT8E4M3FNUZ: torch.float8_e4m3fnuz,
 }
 _TORCH = {v: k for k, v in _DTYPES.items()}
 _NAMES = {
@@ -111,6 +116,7 @@ _NAMES = {
     JitScalarType.COMPLEX32: "ComplexHalf", JitScalarType.COMPLEX64: "ComplexFloat",
     JitScalarType.COMPLEX128: "ComplexDouble", JitScalarType.BOOL: "Bool",
     JitScalarType.QINT8: "QInt8", JitScalarType.QUINT8: "QUInt8", JitScalarType.QINT32: "QInt32",
-    JitScalarType.BFLOAT16: "BFloat16", JitScalarType.FLOAT8E5M2: "Float8_e5m2",
-    JitScalarType.FLOAT8E4M3FN: "Float8_e4m3fn", JitScalarType.UNDEFINED: "Undefined",
+    JitScalarType.BFLOAT16: "BFloat16", JitScalarType.FLOAT8E5M2: "Float8E5M2",
+    JitScalarType.FLOAT8E4M3FN: "Float8E4M3FN", JitScalarType.FLOAT8E5M2FNUZ: "Float8E5M2FNUZ",
+    JitScalarType.FLOAT8E4M3FNUZ: "Float8E4M3FNUZ", JitScalarType.UNDEFINED: "Undefined",
 }

@@ -35,8 +35,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TORCHSCRIPT_OPSET = 17
 
-_OPTIONS = frozenset({"training", "operator_export_type", "do_constant_folding", "custom_opsets",
-                      "export_modules_as_functions", "autograd_inlining"})
 
 
 def export_torchscript(
@@ -176,14 +174,6 @@ def _axes_names(dynamic_axes: Mapping[str, Any] | None) -> dict[str, dict[int, s
         else:
             names[name] = {int(a): f"{name}_dynamic_axes_{i + 1}" for i, a in enumerate(axes)}
     return names
-
-
-def split_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The TorchScript-flavour options among export()'s extra keyword arguments."""
-    unknown = set(options) - _OPTIONS
-    if unknown:
-        raise TypeError(f"export() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
-    return dict(options)
 
 
 

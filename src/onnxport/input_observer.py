@@ -47,6 +47,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from onnxport.errors import OnnxExporterError
+from onnxport.program import _ort_session_initializer
 
 __all__ = ["InputObserver", "InputObserverError"]
 
@@ -484,7 +485,8 @@ class InputObserver:
     # -- verification ----------------------------------------------------------------------
 
     def check_discrepancies(self, onnx_program: Any, atol: float = 1e-4, rtol: float = 0.1,
-                            progress_bar: bool = False, initializer: Callable[..., Any] | None = None,
+                            progress_bar: bool = False,
+                            initializer: Callable[..., Any] = _ort_session_initializer,
                             skip_none: bool = True) -> list[dict[str, Any]]:
         """Run `onnx_program` on every recorded call and compare with the recorded outputs.
 
@@ -493,7 +495,8 @@ class InputObserver:
             atol: Largest absolute difference accepted.
             rtol: Largest relative difference accepted, ``|a - b| / (|a| + rtol)``.
             progress_bar: Show a tqdm progress bar.
-            initializer: Creates the ONNX Runtime session (the program's default if None).
+            initializer: Creates the ONNX Runtime session from the model (ONNX Runtime on CPU
+                by default).
             skip_none: Do not count an output that is None on one side as a failure.
 
         Returns:
@@ -502,10 +505,7 @@ class InputObserver:
             are reported in the row, not raised.
         """
         self._align_all()
-        if initializer is None:
-            onnx_program.initialize_inference_session()
-        else:
-            onnx_program.initialize_inference_session(initializer)
+        onnx_program.initialize_inference_session(initializer)
         n_inputs = len(onnx_program.model.graph.inputs)
         calls = self._calls
         if progress_bar:
