@@ -118,7 +118,7 @@ class _Interpreter:
             results = list(result) if isinstance(result, (tuple, list)) and len(outs) > 1 \
                 else [result]
         else:
-            from onnxport.translate.torchscript import _node_overload
+            from onnxport.translate.ts_graph import _node_overload
 
             overload = _node_overload(node)
             if overload is None:
