@@ -9,6 +9,20 @@ import onnx_ir.passes.common as common
 
 from onnxport.errors import PassError
 from onnxport.passes.fold_constants import FoldConstantsPass
+from onnxport.passes.fuse_gelu import FuseGeluPass
+from onnxport.passes.fuse_gemm import FuseGemmPass
+from onnxport.passes.fuse_layer_norm import FuseLayerNormPass
+from onnxport.passes.fuse_rms_norm import FuseRMSNormPass
+
+
+def fusion_passes() -> list[ir.passes.PassBase]:
+    """Every fusion pass, in the order they run (the default list runs those that pay off)."""
+    return [FuseLayerNormPass(), FuseRMSNormPass(), FuseGeluPass(), FuseGemmPass()]
+
+
+# The fusions `default_passes()` runs: each one was measured in ONNX Runtime (CPU) with
+# benchmarks/bench_latency.py --ablation (docs/benchmarks.md, "ORT latency").
+DEFAULT_FUSIONS = (FuseLayerNormPass, FuseRMSNormPass, FuseGeluPass, FuseGemmPass)
 
 
 def default_passes() -> list[ir.passes.PassBase]:
@@ -17,6 +31,7 @@ def default_passes() -> list[ir.passes.PassBase]:
         FoldConstantsPass(),
         common.RemoveUnusedNodesPass(),
         common.CommonSubexpressionEliminationPass(),
+        *(p for p in fusion_passes() if isinstance(p, DEFAULT_FUSIONS)),
         common.RemoveUnusedNodesPass(),
         common.RemoveUnusedFunctionsPass(),
         common.RemoveUnusedOpsetsPass(),
@@ -50,4 +65,5 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase] | None = No
 
 
 PassFactory = Callable[[], ir.passes.PassBase]
-__all__ = ["FoldConstantsPass", "default_passes", "cleanup_passes", "run_passes"]
+__all__ = ["FoldConstantsPass", "FuseGeluPass", "FuseGemmPass", "FuseLayerNormPass",
+           "FuseRMSNormPass", "cleanup_passes", "default_passes", "fusion_passes", "run_passes"]

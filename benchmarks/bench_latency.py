@@ -1,0 +1,339 @@
+"""ONNX Runtime latency of exported transformers: onnxport vs torch.onnx (+ ORT's optimizer).
+
+For each model (random weights, built from a config: nothing is downloaded) the graphs are
+
+* `onnxport`            `onnxport.export(model, args)` (defaults: opset 18, optimize=True);
+* `onnxport opset 23`   `onnxport.export(model, args, opset_version=23)`;
+* `torch.onnx`          `torch.onnx.export(model, args, dynamo=True)` (its defaults);
+* `torch.onnx+ortopt`   torch.onnx's file after `onnxruntime.transformers.optimizer.
+                        optimize_model(path, model_type, num_heads, hidden_size)`;
+
+and with `--ablation` also onnxport without the fusion passes and with each one alone, to
+see what each pass is worth. Each graph runs in ONNX Runtime (CPU, `--threads` intra-op
+threads, default graph optimizations); one round runs every graph once, in a rotating order,
+and `--repeat` rounds follow `--warmup` rounds. The table gives the median per graph, its
+ratio to torch.onnx's, the node count of the file and after ORT's own optimizations, and the
+largest difference from eager PyTorch.
+
+    python benchmarks/bench_latency.py                          # all four models
+    python benchmarks/bench_latency.py --models bert --repeat 50 --ablation
+    python benchmarks/bench_latency.py --out benchmarks/results/latency_<date>.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import io
+import logging
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+import onnxport
+from onnxport.passes import default_passes, fusion_passes, run_passes
+
+HIDDEN, LAYERS, SEQ = 256, 4, 128
+
+
+@dataclass
+class Spec:
+    name: str
+    build: Callable[[], tuple[torch.nn.Module, dict[str, torch.Tensor]]]
+    ort_model_type: str
+    heads: int
+
+
+def _bert() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    from transformers import BertConfig, BertModel
+    cfg = BertConfig(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=4,
+                     intermediate_size=4 * HIDDEN, vocab_size=1000, max_position_embeddings=512)
+    ids = torch.randint(0, 1000, (1, SEQ))
+    return BertModel(cfg), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def _gpt2() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    from transformers import GPT2Config, GPT2Model
+    cfg = GPT2Config(n_embd=HIDDEN, n_layer=LAYERS, n_head=4, vocab_size=1000, n_positions=512,
+                     use_cache=False)
+    return GPT2Model(cfg), {"input_ids": torch.randint(0, 1000, (1, SEQ))}
+
+
+def _llama() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    from transformers import LlamaConfig, LlamaModel
+    cfg = LlamaConfig(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=8,
+                      num_key_value_heads=2, intermediate_size=688, vocab_size=1000,
+                      max_position_embeddings=512, use_cache=False)
+    return LlamaModel(cfg), {"input_ids": torch.randint(0, 1000, (1, SEQ))}
+
+
+def _vit() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    from transformers import ViTConfig, ViTModel
+    # 176 / 16 = 11 -> 121 patches + [CLS] = 122 tokens, the nearest square to 128.
+    cfg = ViTConfig(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=4,
+                    intermediate_size=4 * HIDDEN, image_size=176, patch_size=16)
+    return ViTModel(cfg, add_pooling_layer=False), {"pixel_values": torch.randn(1, 3, 176, 176)}
+
+
+class _HandBlocks(torch.nn.Module):
+    """Micro model for the passes no transformers model above triggers: blocks of a hand-written
+    LayerNorm (`(x - u) / sqrt(var + eps)`) and a 2-D `x @ w + b` MLP."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(HIDDEN, HIDDEN) / 16)
+                                         for _ in range(LAYERS)])
+        self.b = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(HIDDEN))
+                                         for _ in range(LAYERS)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for w, b in zip(self.w, self.b):
+            u = x.mean(-1, keepdim=True)
+            s = (x - u).pow(2).mean(-1, keepdim=True)
+            x = torch.relu((x - u) / torch.sqrt(s + 1e-5) @ w + b)
+        return x
+
+
+def _hand() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    return _HandBlocks(), {"x": torch.randn(SEQ, HIDDEN)}
+
+
+SPECS = {s.name: s for s in [Spec("bert", _bert, "bert", 4), Spec("gpt2", _gpt2, "gpt2", 4),
+                             Spec("llama", _llama, "gpt2", 8), Spec("vit", _vit, "vit", 4),
+                             Spec("hand-ln-mlp", _hand, "bert", 4)]}
+TRANSFORMERS = ["bert", "gpt2", "llama", "vit"]
+
+
+@dataclass
+class Graph:
+    label: str
+    path: str
+    nodes: int
+    ort_nodes: int = 0
+    session: ort.InferenceSession | None = None
+    feed: dict[str, np.ndarray] = field(default_factory=dict)
+    diff: float = math.nan
+    times: list[float] = field(default_factory=list)
+    error: str = ""
+
+
+def _count(model: onnx.ModelProto) -> int:
+    def walk(g: onnx.GraphProto) -> int:
+        n = 0
+        for node in g.node:
+            n += 1
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    n += walk(a.g)
+                n += sum(walk(s) for s in a.graphs)
+        return n
+    return walk(model.graph) + sum(len(f.node) for f in model.functions)
+
+
+def _fusion_names() -> list[str]:
+    return [type(p).__name__ for p in fusion_passes()]
+
+
+def _onnxport(model: torch.nn.Module, inputs: dict[str, torch.Tensor], path: str, opset: int | None,
+              keep: set[str] | None = None) -> None:
+    """Export with onnxport; `keep` (when given) names the fusion passes to run."""
+    if keep is None:
+        program = onnxport.export(model, (), kwargs=inputs, opset_version=opset)
+    else:
+        program = onnxport.export(model, (), kwargs=inputs, opset_version=opset, optimize=False)
+        # The default list without its fusions, with the fusions named in `keep` in their place.
+        fusions = set(_fusion_names())
+        passes = [p for p in default_passes() if type(p).__name__ not in fusions]
+        at = 1 + max(i for i, p in enumerate(passes)
+                     if type(p).__name__ == "CommonSubexpressionEliminationPass")
+        passes[at:at] = [p for p in fusion_passes() if type(p).__name__ in keep]
+        run_passes(program.model, passes)
+    program.save(path)
+
+
+def _torch_onnx(model: torch.nn.Module, inputs: dict[str, torch.Tensor], path: str) -> None:
+    program = torch.onnx.export(model, (), kwargs=inputs, dynamo=True, verbose=False)
+    assert program is not None
+    program.save(path, external_data=False)
+
+
+def _ort_optimizer(src: str, path: str, spec: Spec) -> str:
+    """The optimizer's Python fusions (opt_level=0; ORT's own graph optimizations run when the
+    session loads the file, as for every other graph). Returns the model_type that worked: the
+    gpt2 optimizer fails on torch.onnx's GPT-2 (a Gemm without bias), where bert's is used."""
+    from onnxruntime.transformers.optimizer import optimize_model
+    for model_type in dict.fromkeys([spec.ort_model_type, "bert"]):
+        try:
+            optimized = optimize_model(src, model_type=model_type, num_heads=spec.heads,
+                                       hidden_size=HIDDEN, opt_level=0)
+        except Exception:  # noqa: BLE001  (the next model_type is tried; the last one raises)
+            if model_type == "bert":
+                raise
+            continue
+        optimized.save_model_to_file(path)
+        return model_type
+    raise AssertionError("unreachable")
+
+
+def _session(path: str, threads: int, optimized_path: str | None = None) -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.log_severity_level = 3
+    if optimized_path:
+        so.optimized_model_filepath = optimized_path
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def _quiet() -> contextlib.ExitStack:
+    stack = contextlib.ExitStack()
+    stack.enter_context(warnings.catch_warnings())
+    warnings.simplefilter("ignore")
+    if not os.environ.get("BENCH_VERBOSE"):
+        stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+        stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+    for name in ("torch.onnx", "onnxscript", "onnx_ir", "onnxport"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    return stack
+
+
+def bench_model(spec: Spec, args: argparse.Namespace, tmp: str) -> list[Graph]:
+    torch.manual_seed(0)
+    model, inputs = spec.build()
+    model.eval()
+    with torch.no_grad():
+        out = model(**inputs)
+    expected = (out if isinstance(out, torch.Tensor) else out[0] if isinstance(out, tuple)
+                else out.last_hidden_state).numpy()
+    builders: list[tuple[str, Callable[[str], None]]] = [
+        ("onnxport", lambda p: _onnxport(model, inputs, p, None)),
+        ("onnxport opset 23", lambda p: _onnxport(model, inputs, p, 23)),
+    ]
+    if args.ablation:
+        builders.append(("onnxport no fusion", lambda p: _onnxport(model, inputs, p, None, set())))
+        for name in _fusion_names():
+            builders.append((f"onnxport +{name.removesuffix('Pass')} only",
+                             lambda p, n=name: _onnxport(model, inputs, p, None, {n})))
+        builders.append(("onnxport 23 no fusion", lambda p: _onnxport(model, inputs, p, 23, set())))
+    builders.append(("torch.onnx", lambda p: _torch_onnx(model, inputs, p)))
+    used: list[str] = []
+    builders.append(("torch.onnx+ortopt",
+                     lambda p: used.append(_ort_optimizer(
+                         os.path.join(tmp, f"{spec.name}_torch.onnx.onnx"), p, spec))))
+    graphs: list[Graph] = []
+    for label, build in builders:
+        path = os.path.join(tmp, f"{spec.name}_{label.replace(' ', '_')}.onnx")
+        graph = Graph(label, path, 0)
+        graphs.append(graph)
+        try:
+            with _quiet(), torch.no_grad():
+                build(path)
+            proto = onnx.load(path, load_external_data=False)
+            graph.nodes = _count(proto)
+            _session(path, args.threads, path + ".ort.onnx")
+            graph.ort_nodes = _count(onnx.load(path + ".ort.onnx", load_external_data=False))
+            graph.session = _session(path, args.threads)
+            names = [i.name for i in graph.session.get_inputs()]
+            given = list(inputs)
+            graph.feed = {n: inputs[n if n in inputs else given[i]].numpy()
+                          for i, n in enumerate(names)}
+            got = graph.session.run(None, graph.feed)[0]
+            graph.diff = float(np.abs(got - expected).max())
+        except Exception as e:  # noqa: BLE001  (reported under the table)
+            graph.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+            graph.session = None
+    for graph in graphs:
+        if graph.label == "torch.onnx+ortopt" and used:
+            graph.label = f"torch.onnx+ortopt ({used[0]})"
+    live = [g for g in graphs if g.session is not None]
+    for r in range(args.warmup + args.repeat):
+        # Alternate the order each round so no graph always runs first (or after a given one).
+        shift = r % len(live) if live else 0
+        for graph in live[shift:] + live[:shift]:
+            assert graph.session is not None
+            t0 = time.perf_counter()
+            graph.session.run(None, graph.feed)
+            if r >= args.warmup:
+                graph.times.append((time.perf_counter() - t0) * 1e3)
+    for graph in graphs:
+        graph.session = None
+    return graphs
+
+
+def table(results: dict[str, list[Graph]]) -> str:
+    lines = ["| model | graph | ms | ratio to torch.onnx | nodes | nodes after ORT opt | max abs diff vs eager |",
+             "|---|---|---|---|---|---|---|"]
+    ratios: dict[tuple[str, str], float] = {}
+    errors = []
+    for model, graphs in results.items():
+        ref = next((g for g in graphs if g.label == "torch.onnx" and g.times), None)
+        for g in graphs:
+            if g.error or not g.times:
+                lines.append(f"| {model} | {g.label} | FAIL | | | | |")
+                errors.append(f"* {model} / {g.label}: {g.error}")
+                continue
+            ms = statistics.median(g.times)
+            # The median of the per-round ratios: each round's time divided by torch.onnx's in
+            # the same round, which cancels the load drift of a shared machine.
+            ratio = statistics.median(t / r for t, r in zip(g.times, ref.times)) if ref else math.nan
+            ratios[model, g.label.split(" (")[0]] = ratio
+            lines.append(f"| {model} | {g.label} | {ms:.3f} | {ratio:.3f}x | {g.nodes} | "
+                         f"{g.ort_nodes} | {g.diff:.1e} |")
+    geo = []
+    for label in ("onnxport", "onnxport opset 23", "torch.onnx+ortopt"):
+        found = [ratios[m, label] for m in results if m in TRANSFORMERS and (m, label) in ratios
+                 and not math.isnan(ratios[m, label])]
+        if found:
+            geo.append(f"* geometric mean of the ratio to torch.onnx, {label}: "
+                       f"{math.exp(sum(map(math.log, found)) / len(found)):.3f}x "
+                       f"over {len(found)} transformers models")
+    return "\n".join(lines + [""] + geo + ([""] + errors if errors else []))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=TRANSFORMERS, choices=list(SPECS),
+                        help="hand-ln-mlp: hand-written LayerNorm + 2-D MLP blocks (for --ablation)")
+    parser.add_argument("--repeat", type=int, default=30, help="timed rounds (median reported)")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="ORT intra-op threads")
+    parser.add_argument("--ablation", action="store_true",
+                        help="also onnxport without fusion passes and with each one alone")
+    parser.add_argument("--out", help="also write the report to this markdown file")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    results: dict[str, list[Graph]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models:
+            print(f"[{name}] exporting and timing", file=sys.stderr, flush=True)
+            results[name] = bench_model(SPECS[name], args, tmp)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
+    header = (f"ORT {ort.__version__} CPU, {args.threads} intra-op thread(s), median of "
+              f"{args.repeat} rounds after {args.warmup} warm-up rounds, graphs alternated in "
+              f"each round; torch {torch.__version__}, {os.cpu_count()} cores, load average "
+              f"{load:.2f} at the end; {datetime.date.today().isoformat()}. Models: hidden "
+              f"{HIDDEN}, {LAYERS} layers, sequence {SEQ} (ViT: 122 tokens), batch 1, random "
+              f"weights.")
+    report = header + "\n\n" + table(results) + "\n"
+    print(report)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

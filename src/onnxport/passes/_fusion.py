@@ -1,0 +1,258 @@
+"""What the fusion passes share: reading constants, walking single-use chains, and replacing
+a matched subgraph by new nodes that keep the module path, source line and a readable name.
+
+A fusion matches on the graph (op types, constants, shapes), never on module names, so it
+finds a pattern whichever module or exporter wrote it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE, ir.DataType.BFLOAT16)
+
+
+def opset(model: ir.Model) -> int:
+    """The model's default-domain opset."""
+    return int(model.opset_imports.get("", model.graph.opset_imports.get("", 1)))
+
+
+def graphs(model: ir.Model) -> Iterator[ir.Graph]:
+    """The main graph and every subgraph (If/Loop/Scan bodies), outermost first."""
+    todo = [model.graph]
+    while todo:
+        graph = todo.pop()
+        yield graph
+        for node in graph:
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.GRAPH:
+                    todo.append(attr.as_graph())
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    todo.extend(attr.as_graphs())
+
+
+def constant(value: ir.Value | None) -> np.ndarray | None:
+    """The value's data when it is a constant (Constant node or initializer), else None."""
+    if value is None or value.is_graph_input():
+        return None
+    tensor = value.const_value
+    if tensor is None:
+        node = value.producer()
+        if node is None or node.op_type != "Constant" or node.domain:
+            return None
+        attr = node.attributes.get("value")
+        if attr is None or attr.type != ir.AttributeType.TENSOR:
+            return None
+        tensor = attr.as_tensor()
+    try:
+        return np.asarray(tensor.numpy())
+    except Exception:  # noqa: BLE001  (an external tensor that cannot be read: not matched)
+        return None
+
+
+def scalar(value: ir.Value | None) -> float | None:
+    """The value of a one-element floating or integer constant."""
+    data = constant(value)
+    if data is None or data.size != 1 or data.dtype.kind not in "fiu":
+        return None
+    return float(data.reshape(()))
+
+
+def is_scalar(value: ir.Value | None, expected: float, rtol: float = 1e-3) -> bool:
+    """Whether `value` is a one-element constant close to `expected` (relative to it)."""
+    got = scalar(value)
+    return got is not None and abs(got - expected) <= rtol * abs(expected)
+
+
+def producer(value: ir.Value | None, *op_types: str) -> ir.Node | None:
+    """The default-domain node of one of `op_types` that produces `value`, if any."""
+    if value is None:
+        return None
+    node = value.producer()
+    if node is None or node.domain or node.op_type not in op_types:
+        return None
+    return node
+
+
+def only_user(value: ir.Value | None, *op_types: str) -> ir.Node | None:
+    """The single node reading `value` once, when it is of one of `op_types` and `value` is not
+    a graph output."""
+    if value is None or value.is_graph_output():
+        return None
+    uses = list(value.uses())
+    if len(uses) != 1:
+        return None
+    node = uses[0].node
+    if node.domain or node.op_type not in op_types:
+        return None
+    return node
+
+
+def other_input(node: ir.Node, value: ir.Value) -> ir.Value | None:
+    """The input of binary `node` that is not `value` (the second one if both are)."""
+    a, b = node.inputs[0], node.inputs[1]
+    return b if a is value else a if b is value else None
+
+
+def internal(nodes: Sequence[ir.Node], output: ir.Value) -> bool:
+    """Whether every value the nodes produce, except `output`, is read only by the nodes."""
+    inside = {id(n) for n in nodes}
+    for node in nodes:
+        for value in node.outputs:
+            if value is output:
+                continue
+            if value.is_graph_output() or any(id(u.node) not in inside for u in value.uses()):
+                return False
+    return True
+
+
+def reduce_axes(node: ir.Node, rank: int) -> list[int] | None:
+    """The sorted non-negative axes of a keepdims Reduce* node, None when not constant."""
+    keep = node.attributes.get("keepdims")
+    if keep is not None and keep.as_int() != 1:
+        return None
+    noop = node.attributes.get("noop_with_empty_axes")
+    if noop is not None and noop.as_int() != 0:
+        return None
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        data = constant(node.inputs[1])
+        if data is None:
+            return None
+        axes = [int(a) for a in data.reshape(-1)]
+    elif "axes" in node.attributes:
+        axes = list(node.attributes["axes"].as_ints())
+    else:
+        return None  # every axis
+    axes = sorted(a + rank if a < 0 else a for a in axes)
+    return axes if len(set(axes)) == len(axes) and axes and 0 <= axes[0] else None
+
+
+def trailing(axes: Sequence[int] | None, rank: int | None) -> int | None:
+    """k when `axes` are the last k axes of a rank-`rank` tensor, else None."""
+    if axes is None or rank is None or list(axes) != list(range(rank - len(axes), rank)):
+        return None
+    return len(axes)
+
+
+def rank(value: ir.Value | None) -> int | None:
+    return None if value is None or value.shape is None else len(value.shape)
+
+
+def static_dims(value: ir.Value, axes: Iterable[int]) -> list[int] | None:
+    """The sizes of `axes` of `value` when they are all static."""
+    if value.shape is None:
+        return None
+    dims = [value.shape[a] for a in axes]
+    return [int(d) for d in dims] if all(isinstance(d, int) for d in dims) else None
+
+
+def mean_over(value: ir.Value, x_rank: int, like: ir.Value | None = None
+              ) -> tuple[ir.Value, list[ir.Node], list[int]] | None:
+    """`value` as a mean over trailing axes of its input: ReduceMean, or ReduceSum followed by
+    Div by (or Mul by the reciprocal of) the number of reduced elements, counted in the shape
+    of `like` (a value of the reduced input's shape; default the input itself).
+
+    Returns (the averaged input, the nodes, the axes)."""
+    node = producer(value, "ReduceMean")
+    if node is not None:
+        axes = reduce_axes(node, x_rank)
+        return (node.inputs[0], [node], axes) if trailing(axes, x_rank) and node.inputs[0] \
+            is not None else None
+    scale = producer(value, "Div", "Mul")
+    if scale is None:
+        return None
+    total = producer(scale.inputs[0], "ReduceSum")
+    if total is None or scale.inputs[0].is_graph_output() or len(scale.inputs[0].uses()) != 1:
+        return None
+    axes = reduce_axes(total, x_rank)
+    if trailing(axes, x_rank) is None or total.inputs[0] is None:
+        return None
+    dims = static_dims(like if like is not None else total.inputs[0], axes or [])
+    if dims is None:
+        return None
+    count = float(np.prod(dims))
+    if not is_scalar(scale.inputs[1], count if scale.op_type == "Div" else 1.0 / count, 1e-6):
+        return None
+    return total.inputs[0], [total, scale], axes or []
+
+
+def square_of(value: ir.Value | None) -> tuple[ir.Value, ir.Node] | None:
+    """`value` as Pow(x, 2) or Mul(x, x): (x, node)."""
+    node = producer(value, "Pow", "Mul")
+    if node is None or node.inputs[0] is None:
+        return None
+    if node.op_type == "Pow" and is_scalar(node.inputs[1], 2.0, 0):
+        return node.inputs[0], node
+    if node.op_type == "Mul" and node.inputs[0] is node.inputs[1]:
+        return node.inputs[0], node
+    return None
+
+
+class Namer:
+    """Readable unique node names (the anchor's module path plus the new op type), and the
+    constants a pass creates: one Constant node per distinct value, at the top of the graph."""
+
+    def __init__(self, graph: ir.Graph) -> None:
+        self.graph = graph
+        self.taken = {n.name for n in graph if n.name}
+        self.constants: dict[tuple[str, tuple[int, ...], bytes], ir.Value] = {}
+
+    def __call__(self, anchor: ir.Node, op_type: str) -> str:
+        prefix = anchor.name.rsplit("/", 1)[0] if anchor.name and "/" in anchor.name else ""
+        base = f"{prefix}/{op_type}"
+        name, i = base, 0
+        while name in self.taken:
+            i += 1
+            name = f"{base}_{i}"
+        self.taken.add(name)
+        return name
+
+    def constant(self, anchor: ir.Node, data: np.ndarray) -> ir.Value:
+        """A Constant holding `data`, shared by every fusion of this pass in this graph."""
+        key = (data.dtype.str, data.shape, data.tobytes())
+        if key not in self.constants:
+            tensor = ir.tensor(data)
+            node = make_node(self, anchor, "Constant", [], {"value": tensor}, dtype=tensor.dtype,
+                             shape=ir.Shape(data.shape))
+            node.outputs[0].const_value = tensor
+            first = next(iter(self.graph), None)
+            if first is None:
+                self.graph.append(node)
+            else:
+                self.graph.insert_before(first, node)
+            self.constants[key] = node.outputs[0]
+        return self.constants[key]
+
+
+def make_node(namer: Namer, anchor: ir.Node, op_type: str, inputs: Sequence[ir.Value | None],
+              attributes: dict[str, object] | None = None, *, domain: str = "",
+              dtype: ir.DataType | None = None, shape: ir.Shape | None = None) -> ir.Node:
+    """A node named after `anchor`'s module, carrying `anchor`'s metadata (module path,
+    source line, FX node)."""
+    node = ir.node(op_type, list(inputs), attributes=attributes or {}, domain=domain,
+                   name=namer(anchor, op_type), metadata_props=dict(anchor.metadata_props))
+    out = node.outputs[0]
+    out.name = f"{node.name.lstrip('/').replace('/', '_')}_out"
+    out.dtype = dtype
+    out.shape = shape
+    return node
+
+
+def replace(graph: ir.Graph, old_nodes: Sequence[ir.Node], new_nodes: Sequence[ir.Node],
+            old_output: ir.Value, new_output: ir.Value) -> None:
+    """Put `new_nodes` before the last of `old_nodes` (in graph order), give `new_output` the
+    name, type and shape of `old_output`, redirect its uses, and remove `old_nodes`."""
+    order = {id(n): i for i, n in enumerate(graph)}
+    last = max(old_nodes, key=lambda n: order[id(n)])
+    graph.insert_before(last, list(new_nodes))
+    name = old_output.name
+    old_output.name = f"{name}__fused" if name else None
+    new_output.name = name
+    new_output.dtype = old_output.dtype or new_output.dtype
+    if old_output.shape is not None:
+        new_output.shape = old_output.shape
+    ir.convenience.replace_all_uses_with(old_output, new_output, replace_graph_outputs=True)
+    graph.remove(sorted(old_nodes, key=lambda n: -order[id(n)]), safe=True)
