@@ -220,13 +220,13 @@ def initializer_dtypes(model: onnx.ModelProto) -> dict[str, int]:
 
 def assert_weights_quantized(model: onnx.ModelProto, *, min_int8: int,
                              allow_float: Sequence[str] = ()) -> None:
-    """At least `min_int8` int8/uint8 initializers, and no float initializer of rank >= 2 (a
-    float weight matrix or kernel left behind) except those whose name contains one of
+    """At least `min_int8` int8/uint8 initializers, and no float initializer of rank >= 2 with
+    every dim > 1 (a float weight matrix or kernel left behind, not a [N, 1] scale) except those whose name contains one of
     `allow_float` (embedding tables, which the PT2E quantizers leave in float)."""
     ints = [t for t in model.graph.initializer if t.data_type in (onnx.TensorProto.INT8,
                                                                    onnx.TensorProto.UINT8)]
     assert len(ints) >= min_int8, [t.name for t in model.graph.initializer]
     floats = [t.name for t in model.graph.initializer
               if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) >= 2
-              and not any(a in t.name for a in allow_float)]
+              and min(t.dims) > 1 and not any(a in t.name for a in allow_float)]
     assert not floats, f"float weights left: {floats}"

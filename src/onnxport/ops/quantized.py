@@ -368,3 +368,122 @@ def choose_qparams_symmetric(g: GraphBuilder, input: Tensor, quant_min: int, qua
     zero = 128 if dtype == torch.uint8 else 0
     return (_as_param_output(g, scale, 0),
             _as_param_output(g, g.const(np.int64(zero), _I64), 1))
+
+
+# -- torchao: tensor subclass weights and affine (de)quantization ----------------------------
+@register("export::access_subclass_inner_tensor.default")
+def access_subclass_inner_tensor(g: GraphBuilder, src_subclass_tensor: Tensor, attr: str) -> Tensor:
+    """access_subclass_inner_tensor(Tensor src_subclass_tensor, str attr) -> Tensor
+
+    A torchao weight (IntxUnpackedToInt8Tensor, ...) is a tensor subclass parameter; torch.export
+    reads its inner tensors (`qdata`, `scale`, `zero_point`) with this op. Each becomes an
+    initializer `<weight>.<attr>` holding the inner tensor (the subclass itself is dropped as
+    unused)."""
+    src = src_subclass_tensor
+    tensor = src.const_value if isinstance(src, ir.Value) else None
+    raw = getattr(tensor, "raw", None)
+    inner = getattr(raw, attr, None) if raw is not None else None
+    if not isinstance(inner, torch.Tensor) or isinstance(inner, torch._subclasses.FakeTensor):
+        raise TranslationError(f"the inner tensor '{attr}' of weight {src.name} has no data "
+                               f"(fake mode?): torchao weights need real data to export")
+    root = _root(g)
+    name = root.unique_name(f"{src.name}.{attr}")
+    data = inner.detach().cpu().contiguous()
+    if data.dtype == torch.bfloat16:
+        tensor_out: Any = ir.tensor(data, name=name)
+    else:
+        tensor_out = ir.tensor(data.numpy(), name=name)
+    value = ir.Value(name=name, type=ir.TensorType(tensor_out.dtype),
+                     shape=ir.Shape(list(data.shape)), const_value=tensor_out)
+    root.graph.initializers[name] = value
+    return value
+
+
+_SCALAR_TYPES = {5: torch.float16, 6: torch.float32, 7: torch.float64, 15: torch.bfloat16}
+
+
+def _granularity(shape: list[int], block_size: list[int]) -> tuple[str, int, int]:
+    """('tensor'|'axis'|'block', axis, block) of a torchao block size, or ('other', 0, 0)."""
+    if list(block_size) == list(shape):
+        return "tensor", 0, 0
+    partial = [i for i, (b, n) in enumerate(zip(block_size, shape)) if b != n]
+    if len(partial) == 1 and block_size[partial[0]] == 1:
+        return "axis", partial[0], 0
+    blocked = [i for i, (b, n) in enumerate(zip(block_size, shape)) if b not in (1, n)]
+    if len(blocked) == 1 and all(b == 1 or i == blocked[0] for i, b in enumerate(block_size)):
+        return "block", blocked[0], int(block_size[blocked[0]])
+    return "other", 0, 0
+
+
+@register("torchao::dequantize_affine.default")
+def dequantize_affine(g: GraphBuilder, input: Tensor, block_size: list[int], scale: Tensor,
+                      zero_point: Tensor | None, input_dtype: torch.dtype,
+                      quant_min: Any = None, quant_max: Any = None,
+                      output_dtype: torch.dtype = torch.float32) -> Tensor:
+    """dequantize_affine(Tensor input, SymInt[] block_size, Tensor scale, Tensor? zero_point, ScalarType input_dtype, Scalar? quant_min=None, Scalar? quant_max=None, ScalarType output_dtype=6) -> Tensor
+
+    `(input - zero_point) * scale` with one scale per block: DequantizeLinear per tensor, per
+    axis, or blocked (`block_size`, opset 21). Values within [-8, 7] (torchao's int4 weights
+    are int8 tensors holding them) become an INT4 initializer at opset 21, which ONNX Runtime
+    fuses with the following MatMul into MatMulNBits."""
+    if isinstance(output_dtype, int):  # the schema's default arrives as a ScalarType number
+        output_dtype = _SCALAR_TYPES[output_dtype]
+    if input.shape is None or not input.shape.is_static():
+        raise TranslationError("dequantize_affine needs a static input shape")
+    shape = [int(d) for d in input.shape]
+    kind, axis, block = _granularity(shape, list(block_size))
+    if kind == "other" or (kind == "block" and g.opset < 21):
+        raise TranslationError(f"dequantize_affine with block_size {list(block_size)} on shape "
+                               f"{shape} needs blocked DequantizeLinear on one axis (opset 21); "
+                               f"opset {g.opset}")
+    qtype = _qdtype(g, input_dtype) if input_dtype in _Q_DTYPES else None
+    lo = None if quant_min is None else int(quant_min)
+    hi = None if quant_max is None else int(quant_max)
+    data = _constant(input)
+    zp_data = _constant(zero_point) if zero_point is not None else None
+    if zero_point is not None and zp_data is not None and not np.all(np.rint(zp_data) == zp_data):
+        raise TranslationError("dequantize_affine with a non-integer zero point (float zero "
+                               "point domain) has no DequantizeLinear form")
+    if g.opset >= 21 and data is not None and lo is not None and hi is not None \
+            and lo >= -8 and hi <= 7 and data.min() >= -8 and data.max() <= 7:
+        qtype = ir.DataType.INT4
+        input = _int4_initializer(g, input, data)
+    if qtype is None:
+        raise TranslationError(f"dequantize_affine of {input_dtype}: no DequantizeLinear dtype")
+    if kind == "tensor":
+        s = _param(g, scale, _F32, per_tensor=True)
+        z = None if zero_point is None else _param(g, zero_point, qtype, per_tensor=True)
+        return _dequantize(g, input, s, z, output_dtype)
+    if kind == "axis":
+        scale_shape = [shape[axis]]
+    else:
+        scale_shape = [n if i != axis else -(-n // block) for i, n in enumerate(shape)]
+    s = g.op("Reshape", _param(g, scale, _F32, per_tensor=False), g.const(np.asarray(scale_shape)))
+    s.dtype = _F32
+    z = None
+    if zero_point is not None:
+        z = _param(g, zero_point, qtype, per_tensor=False) if zp_data is None else \
+            g.const(np.rint(zp_data).reshape(scale_shape).astype(np.int8 if qtype == ir.DataType.INT4
+                                                                 else qtype.numpy()), qtype)
+    attrs: dict[str, Any] = {"axis": axis}
+    if kind == "block":
+        attrs["block_size"] = block
+    y = g.op("DequantizeLinear", input, s, z, **attrs)
+    y.dtype = _F32
+    if output_dtype != torch.float32:
+        y = g.op("Cast", y, to=_dtypes.to_ir(output_dtype))
+    return y
+
+
+def _int4_initializer(g: GraphBuilder, x: Tensor, data: np.ndarray) -> Tensor:
+    """`data` (int8 holding [-8, 7]) as an INT4 initializer: two values per byte on disk."""
+    import ml_dtypes  # onnx_ir's representation of INT4
+
+    root = _root(g)
+    name = root.unique_name(f"{x.name or 'weight'}_int4")
+    tensor = ir.Tensor(data.astype(np.int8).astype(ml_dtypes.int4), dtype=ir.DataType.INT4,
+                       name=name)
+    value = ir.Value(name=name, type=ir.TensorType(ir.DataType.INT4),
+                     shape=ir.Shape(list(data.shape)), const_value=tensor)
+    root.graph.initializers[name] = value
+    return value
