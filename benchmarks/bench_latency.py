@@ -91,8 +91,9 @@ class _HandBlocks(torch.nn.Module):
     """Micro model for the passes no transformers model above triggers: blocks of a hand-written
     LayerNorm (`(x - u) / sqrt(var + eps)`) and a 2-D `x @ w + b` MLP."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str = "ln") -> None:
         super().__init__()
+        self.kind = kind
         self.w = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(HIDDEN, HIDDEN) / 16)
                                          for _ in range(LAYERS)])
         self.b = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(HIDDEN))
@@ -100,19 +101,27 @@ class _HandBlocks(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for w, b in zip(self.w, self.b):
-            u = x.mean(-1, keepdim=True)
-            s = (x - u).pow(2).mean(-1, keepdim=True)
-            x = torch.relu((x - u) / torch.sqrt(s + 1e-5) @ w + b)
+            if self.kind == "ln":
+                u = x.mean(-1, keepdim=True)
+                s = (x - u).pow(2).mean(-1, keepdim=True)
+                x = torch.relu((x - u) / torch.sqrt(s + 1e-5) @ w + b)
+            elif self.kind == "rms":   # LlamaRMSNorm's formula
+                x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * b
+                x = torch.relu(x @ w)
+            else:                      # erf GELU (nn.GELU, written out below opset 20)
+                x = torch.nn.functional.gelu(x @ w + b)
         return x
 
 
-def _hand() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
-    return _HandBlocks(), {"x": torch.randn(SEQ, HIDDEN)}
+def _hand(kind: str) -> Callable[[], tuple[torch.nn.Module, dict[str, torch.Tensor]]]:
+    return lambda: (_HandBlocks(kind), {"x": torch.randn(SEQ, HIDDEN)})
 
 
 SPECS = {s.name: s for s in [Spec("bert", _bert, "bert", 4), Spec("gpt2", _gpt2, "gpt2", 4),
                              Spec("llama", _llama, "gpt2", 8), Spec("vit", _vit, "vit", 4),
-                             Spec("hand-ln-mlp", _hand, "bert", 4)]}
+                             Spec("hand-ln-mlp", _hand("ln"), "bert", 4),
+                             Spec("hand-rms-mlp", _hand("rms"), "bert", 4),
+                             Spec("gelu-mlp", _hand("gelu"), "bert", 4)]}
 TRANSFORMERS = ["bert", "gpt2", "llama", "vit"]
 
 
@@ -306,7 +315,8 @@ def table(results: dict[str, list[Graph]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=TRANSFORMERS, choices=list(SPECS),
-                        help="hand-ln-mlp: hand-written LayerNorm + 2-D MLP blocks (for --ablation)")
+                        help="hand-ln-mlp, hand-rms-mlp, gelu-mlp: blocks of a hand-written "
+                        "LayerNorm / RMSNorm / GELU and a 2-D MLP, (128, 256) (for --ablation)")
     parser.add_argument("--repeat", type=int, default=30, help="timed rounds (median reported)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="ORT intra-op threads")
