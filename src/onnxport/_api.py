@@ -15,6 +15,7 @@ from onnxport._stages import ExportRun
 from onnxport._torchscript_api import export_torchscript
 # is_in_onnx_export is re-exported: onnxport.is_in_onnx_export, onnxport.utils take it from here.
 from onnxport._state import _as_registry, _exporting, is_in_onnx_export  # noqa: F401
+from onnxport._validate import check_dynamo_export_arguments, check_export_arguments
 from onnxport.capture import capture
 from onnxport.capture.torchscript import OperatorExportTypes, TrainingMode
 from onnxport.capture.dynamic_shapes import ResolvedInputs, resolve_inputs, split_trailing_kwargs
@@ -126,6 +127,12 @@ def export(
     """
     if isinstance(args, torch.Tensor):
         args = (args,)
+    check_export_arguments(
+        model, args, f, kwargs=kwargs, dynamo=dynamo, input_names=input_names,
+        output_names=output_names, opset_version=opset_version, dynamic_axes=dynamic_axes,
+        dynamic_shapes=dynamic_shapes, external_data=external_data,
+        custom_translation_table=custom_translation_table, report=report, verify=verify,
+        profile=profile, dump_exported_program=dump_exported_program, fallback=fallback)
     model, args, kwargs, input_names, output_names, dynamic_shapes = _from_exportable_module(
         model, tuple(args), kwargs, input_names, output_names, dynamic_shapes)
     torchscript_options = {
@@ -379,6 +386,7 @@ def dynamo_export(model: torch.nn.Module | torch.export.ExportedProgram | Any, /
         >>> [v.name for v in program.model.graph.inputs]
         ['input']
     """
+    check_dynamo_export_arguments(model, export_options)
     options = export_options or ExportOptions()
     dynamic_shapes = None
     if options.dynamic_shapes:

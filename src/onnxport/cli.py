@@ -1,57 +1,113 @@
-"""The onnxport command line: `onnxport export (MODULE:FACTORY | --example NAME) -o OUT`."""
+"""The onnxport command line: `onnxport export (MODULE:FACTORY | --example NAME) -o OUT`.
+
+Every failure ends in a message on stderr and exit status 1, never a traceback: a wrong
+command line or factory raises SystemExit with the message (as argparse's own errors do), a
+failed export (any exception, documented or not) prints `onnxport: ...` and returns 1.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from onnxport.errors import OnnxExporterError
 
+EXIT_FAILED = 1
+EXIT_USAGE = 2  # reported by SystemExit(message), whose exit status is 1
+
+
+class _Failure(Exception):
+    """A failure to report on stderr with an exit status."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# torch logs the tracebacks of failed fake-tensor kernels and trace steps at ERROR level while
+# torch.export tries a strategy; the failure is reported once, in onnxport's message.
+_NOISY_LOGGERS = ("torch._subclasses.fake_tensor", "torch.export._trace")
+
+
+@contextlib.contextmanager
+def _quiet_torch_logs() -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in _NOISY_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
 
 def _load_factory(spec: str) -> Any:
     module_name, _, attr = spec.partition(":")
-    if not attr:
-        raise SystemExit(f"onnxport: expected PACKAGE.MODULE:FACTORY, got {spec!r}")
+    if not attr or not module_name:
+        raise _Failure(f"expected PACKAGE.MODULE:FACTORY, got {spec!r}", EXIT_USAGE)
     sys.path.insert(0, ".")
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # noqa: BLE001  (a module that fails to import: say so, no traceback)
+        raise _Failure(f"cannot import {module_name!r}: {type(e).__name__}: {e}",
+                       EXIT_USAGE) from e
+    if not hasattr(module, attr):
+        raise _Failure(f"module {module_name!r} has no {attr!r}", EXIT_USAGE)
     return getattr(module, attr)
 
 
 def _unpack(made: Any) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     if not isinstance(made, tuple) or len(made) not in (2, 3):
-        raise SystemExit("onnxport: the factory must return (model, args) or (model, args, kwargs)")
+        raise _Failure("the factory must return (model, args) or (model, args, kwargs), got "
+                       f"{type(made).__name__}", EXIT_USAGE)
     model, args = made[0], made[1]
     kwargs = made[2] if len(made) == 3 else {}
     return model, tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {})
 
 
-def _export(ns: argparse.Namespace) -> int:
-    from onnxport import export
+def _make(ns: argparse.Namespace) -> tuple[Any, str]:
     from onnxport.examples import EXAMPLES
 
     if ns.example:
         if ns.example not in EXAMPLES:
-            raise SystemExit(f"onnxport: no example {ns.example!r}; choose from {', '.join(EXAMPLES)}")
-        made = EXAMPLES[ns.example]()
-        default_out = f"{ns.example}.onnx"
+            raise _Failure(f"no example {ns.example!r}; choose from {', '.join(EXAMPLES)}",
+                           EXIT_USAGE)
+        factory, default_out = EXAMPLES[ns.example], f"{ns.example}.onnx"
     elif ns.factory:
-        made = _load_factory(ns.factory)()
-        default_out = "model.onnx"
+        factory, default_out = _load_factory(ns.factory), "model.onnx"
     else:
-        raise SystemExit("onnxport export: give MODULE:FACTORY or --example NAME")
+        raise _Failure("give MODULE:FACTORY or --example NAME", EXIT_USAGE)
+    try:
+        return factory(), default_out
+    except Exception as e:  # noqa: BLE001  (the user's factory: report it, no traceback)
+        raise _Failure(f"the factory raised {type(e).__name__}: {e}") from e
+
+
+def _export(ns: argparse.Namespace) -> int:
+    from onnxport import export
+
+    made, default_out = _make(ns)
     model, args, kwargs = _unpack(made)
     out = ns.output or default_out
     start = time.perf_counter()
     try:
-        program = export(model, args, out, kwargs=kwargs, opset_version=ns.opset,
-                         verify=ns.verify, report=ns.report, optimize=not ns.no_optimize)
+        with _quiet_torch_logs():
+            program = export(model, args, out, kwargs=kwargs, opset_version=ns.opset,
+                             verify=ns.verify, report=ns.report, optimize=not ns.no_optimize)
     except OnnxExporterError as e:
-        print(f"onnxport: export failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        raise _Failure(f"export failed: {type(e).__name__}: {e}") from e
+    except (TypeError, ValueError) as e:
+        raise _Failure(f"invalid argument: {e}") from e
+    except Exception as e:  # noqa: BLE001  (undocumented: still one message, no traceback)
+        raise _Failure(f"export failed with an unexpected {type(e).__name__}: {e} (this is a "
+                       f"bug in onnxport; please report it)") from e
     seconds = time.perf_counter() - start
     assert program is not None
     graph = program.model.graph
@@ -76,9 +132,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--report", action="store_true", help="write a markdown report")
     p.add_argument("--no-optimize", action="store_true", help="skip the optimization passes")
     ns = parser.parse_args(argv)
-    if ns.command == "export":
+    if ns.command != "export":
+        return EXIT_USAGE
+    try:
         return _export(ns)
-    return 2
+    except _Failure as e:
+        if e.status == EXIT_USAGE:
+            raise SystemExit(f"onnxport: {e}") from None
+        print(f"onnxport: {e}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

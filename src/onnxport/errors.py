@@ -7,6 +7,8 @@ import dataclasses
 __all__ = [
     "OnnxExporterError",
     "CaptureError",
+    "ForwardError",
+    "UnsupportedOutputError",
     "UnsupportedOperatorError",
     "TranslationError",
     "CheckerError",
@@ -38,6 +40,33 @@ class CaptureError(OnnxExporterError):
     def __init__(self, message: str, attempts: list[CaptureAttempt] | None = None) -> None:
         super().__init__(message)
         self.attempts = list(attempts or [])
+
+
+class ForwardError(CaptureError):
+    """The model's own code raised while torch.export ran it (a shape mismatch, an exception
+    the model raises): the model would fail the same way in eager mode.
+
+    The first line of the message is the model's message and its source line, the second the
+    inputs given; `__cause__` is the original exception, `location` the `file:line` of the
+    frame in the user's code (None if none was found), `inputs` the inputs' description.
+    """
+
+    def __init__(self, message: str, attempts: list[CaptureAttempt] | None = None, *,
+                 location: str | None = None, inputs: str = "") -> None:
+        super().__init__(message, attempts)
+        self.location = location
+        self.inputs = inputs
+
+
+class UnsupportedOutputError(CaptureError):
+    """The model returns something that is not a tensor, a Python number, None, or a
+    tuple/list/dict of those (a string, an arbitrary object). `outputs` holds (path, type)
+    pairs such as ("output[1]['name']", "str")."""
+
+    def __init__(self, message: str, outputs: list[tuple[str, str]] | None = None,
+                 attempts: list[CaptureAttempt] | None = None) -> None:
+        super().__init__(message, attempts)
+        self.outputs = list(outputs or [])
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -10,19 +10,23 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import os
 import re
+import sysconfig
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
 from onnxport.capture.captured import Captured
 from onnxport.capture.decompose import decompose_node, decomposition_for
 from onnxport.capture.inplace import effective_target
 from onnxport.capture.kernels import capture_kernels
 from onnxport.capture.rnn import loop_shaped_rnns
-from onnxport.errors import CaptureAttempt, CaptureError
+from onnxport.errors import CaptureAttempt, CaptureError, ForwardError, UnsupportedOutputError
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +68,7 @@ def capture(
     has_translation: Callable[[Any], bool] | None = None,
     strategies: Sequence[str] = STRATEGIES,
     size_oblivious: bool = False,
+    output_names: Sequence[str] | None = None,
 ) -> Captured:
     """Capture `model(*args, **kwargs)` with torch.export, then decompose what must be.
 
@@ -75,6 +80,11 @@ def capture(
 
     Raises:
         CaptureError: every strategy failed; the message lists each one and why.
+        ForwardError: (a CaptureError) the model's own code raised; the message starts with
+            its message, its source line and the inputs given.
+        UnsupportedOutputError: (a CaptureError) the model returns a string or another
+            object that is not a tensor, a number, None or a container of those.
+        ValueError: `output_names` names more outputs than the model returns.
     """
     attempts: list[CaptureAttempt] = []
     start = time.perf_counter()
@@ -110,11 +120,19 @@ def capture(
                     f"{explained}\ntorch.export tried {len(attempts)} strategies:\n{lines}",
                     attempts,
                 ) from attempts[0].error
+            _raise_unsupported_output(attempts, module, args, kwargs)
+            _raise_forward_error(attempts, model, module, args, kwargs, lines)
             raise CaptureError(
                 f"torch.export could not capture the model; tried {len(attempts)} strategies:\n"
                 f"{lines}\n  fix: make the failing code traceable (see the first error above)",
                 attempts,
             ) from attempts[0].error
+    outputs = _user_outputs(program)
+    _check_outputs(program, outputs, attempts)
+    if output_names is not None:
+        from onnxport._validate import check_output_names
+
+        check_output_names(output_names, sum(1 for o in outputs if o is not None))
     seconds = time.perf_counter() - start
     captured = Captured(program, strategy, attempts, seconds=seconds)
     captured.refined_dynamic_shapes = refined
@@ -284,6 +302,206 @@ def _dim_locations(dynamic_shapes: Any) -> dict[str, str]:
 
     walk(dynamic_shapes, "")
     return found
+
+
+# -- outputs that are not tensors ------------------------------------------------------------
+
+_OK_OUTPUTS = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool,
+               type(None))
+
+
+def _user_outputs(program: torch.export.ExportedProgram) -> list[Any]:
+    """The program's user outputs, flat, in order (FX nodes or constants)."""
+    output = next(n for n in reversed(program.graph.nodes) if n.op == "output")
+    flat = output.args[0]
+    flat = flat if isinstance(flat, (list, tuple)) else [flat]
+    kind = torch.export.graph_signature.OutputKind
+    specs = program.graph_signature.output_specs
+    return [arg for spec, arg in zip(specs, flat) if spec.kind == kind.USER_OUTPUT]
+
+
+def _output_paths(program: torch.export.ExportedProgram, count: int) -> list[str]:
+    """The path of each flat user output in what the model returns: output[1]['name']."""
+    try:
+        tree = pytree.tree_unflatten(list(range(count)), program.call_spec.out_spec)
+        paths = {leaf: "output" + pytree.keystr(path)
+                 for path, leaf in pytree.tree_flatten_with_path(tree)[0]}
+        return [paths.get(i, f"output #{i}") for i in range(count)]
+    except Exception:  # noqa: BLE001  (no spec: number the flat outputs)
+        return [f"output #{i}" for i in range(count)]
+
+
+def _unsupported_output_error(bad: list[tuple[str, str]],
+                              attempts: list[CaptureAttempt] | None) -> UnsupportedOutputError:
+    listed = ", ".join(f"{path} has type {kind}" for path, kind in bad)
+    return UnsupportedOutputError(
+        f"the model returns what ONNX cannot hold: {listed}. A model's outputs must be "
+        f"tensors, or tuples, lists and dicts of tensors (None, ints, floats and bools are "
+        f"taken where torch.export takes them); return strings and other objects from a "
+        f"wrapper outside the exported model", bad, attempts)
+
+
+def _check_outputs(program: torch.export.ExportedProgram, outputs: list[Any],
+                   attempts: list[CaptureAttempt]) -> None:
+    """Refuse outputs torch.export kept as constants but ONNX cannot hold (strings, ...)."""
+    bad = [i for i, o in enumerate(outputs)
+           if not isinstance(o, (torch.fx.Node, *_OK_OUTPUTS))]
+    if bad:
+        paths = _output_paths(program, len(outputs))
+        raise _unsupported_output_error(
+            [(paths[i], type(outputs[i]).__name__) for i in bad], attempts)
+
+
+def _raise_unsupported_output(attempts: list[CaptureAttempt], module: torch.nn.Module,
+                              args: Sequence[Any], kwargs: dict[str, Any] | None) -> None:
+    """torch.export refused an output it cannot flatten: say which output and its type."""
+    text = str(attempts[0].error or "")
+    found = re.search(r"Found (?P<type>.+?) in output, which is not a known type", text)
+    if not found:
+        return
+    bad: list[tuple[str, str]] = []
+    try:
+        # Run the model once more on fake inputs (nothing is computed) to see what it returns.
+        with torch._subclasses.fake_tensor.FakeTensorMode(allow_non_fake_inputs=True) as mode, \
+                torch.no_grad():
+            fake = pytree.tree_map_only(torch.Tensor, mode.from_tensor, (tuple(args), kwargs or {}))
+            returned = module(*fake[0], **fake[1])
+        bad = [("output" + pytree.keystr(path), type(leaf).__name__)
+               for path, leaf in pytree.tree_flatten_with_path(returned)[0]
+               if not isinstance(leaf, _OK_OUTPUTS)]
+    except Exception:  # noqa: BLE001  (the type torch named is all there is to say)
+        bad = []
+    if not bad:
+        kind = re.sub(r"^<class '(.+)'>$", r"\1", found.group("type")).rsplit(".", 1)[-1]
+        bad = [("an output", kind)]
+    raise _unsupported_output_error(bad, attempts) from attempts[0].error
+
+
+# -- failures in the model's own code ----------------------------------------------------------
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_ONNXPORT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_STDLIB_DIRS = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep
+                      for k in ("stdlib", "platstdlib")})
+_NN_DIR = os.path.join(_TORCH_DIR, "nn", "")
+
+
+def _is_library(filename: str) -> bool:
+    if filename.startswith("<"):
+        return True
+    path = os.path.realpath(filename)
+    if path.startswith((_TORCH_DIR, os.path.realpath(_TORCH_DIR) + os.sep, _ONNXPORT_DIR)):
+        return True
+    return path.startswith(_STDLIB_DIRS) and "-packages" + os.sep not in path
+
+
+def _forward_frames(error: BaseException) -> tuple[Any, Any]:
+    """The frame of the user's code that led to `error` (the last one outside torch,
+    onnxport and the standard library) and the last torch.nn module frame after it."""
+    user = module = None
+    tb = error.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not _is_library(filename):
+            user, module = tb, None
+        elif os.path.realpath(filename).startswith(os.path.realpath(_NN_DIR)) \
+                and isinstance(tb.tb_frame.f_locals.get("self"), torch.nn.Module):
+            module = tb
+        tb = tb.tb_next
+    return user, module
+
+
+def _location(tb: Any) -> tuple[str, str]:
+    """("file:line", "in forward: <code>") of a traceback entry."""
+    frame = traceback.extract_tb(tb, limit=1)[0]
+    filename = frame.filename
+    try:
+        relative = os.path.relpath(filename)
+        if not relative.startswith(".."):
+            filename = relative
+    except ValueError:
+        pass
+    code = (frame.line or "").strip()
+    return f"{filename}:{frame.lineno}", f"in {frame.name}" + (f": {code}" if code else "")
+
+
+def describe_inputs(model: Any, args: Sequence[Any], kwargs: dict[str, Any] | None,
+                    limit: int = 12) -> str:
+    """`x: float32[2, 5], mask: bool[2, 5], n=3`: the inputs given, by name."""
+    leaves = pytree.tree_leaves((tuple(args), kwargs or {}))
+    try:
+        from onnxport.capture.dynamic_shapes import _TopInputs
+
+        names = _TopInputs(model, tuple(args), kwargs).leaf_names
+    except Exception:  # noqa: BLE001  (inputs that do not bind: number them)
+        names = []
+    parts = []
+    for i, leaf in enumerate(leaves):
+        name = names[i] if i < len(names) else f"input {i}"
+        if isinstance(leaf, torch.Tensor):
+            dtype = str(leaf.dtype).removeprefix("torch.")
+            parts.append(f"{name}: {dtype}[{', '.join(str(d) for d in leaf.shape)}]")
+        elif leaf is not None:
+            parts.append(f"{name}={leaf!r}"[:60])
+    if len(parts) > limit:
+        parts = [*parts[:limit], f"... ({len(parts) - limit} more)"]
+    return ", ".join(parts) or "none"
+
+
+def _is_user_error(error: BaseException | None) -> bool:
+    """An ordinary exception (not torch.export's own) raised through the model's code."""
+    if error is None or isinstance(error, CaptureError):
+        return False
+    return type(error).__module__.split(".")[0] != "torch"
+
+
+def _advice(attempts: list[CaptureAttempt]) -> list[str]:
+    """torch.export's hints, in order, without repeats."""
+    hints: list[str] = []
+    for attempt in attempts:
+        for raw in str(attempt.error or "").splitlines():
+            line = raw.strip()
+            if line.startswith("Hint:") and line not in hints:
+                hints.append(line)
+    return hints
+
+
+def _raise_forward_error(attempts: list[CaptureAttempt], model: Any, module: torch.nn.Module,
+                         args: Sequence[Any], kwargs: dict[str, Any] | None, lines: str) -> None:
+    """The model's own code raised: say its message, its line and the inputs, first."""
+    error = attempts[0].error
+    if not _is_user_error(error):
+        return
+    assert error is not None
+    user, in_module = _forward_frames(error)
+    if user is None and in_module is None:
+        return
+    location = source = None
+    if user is not None:
+        location, source = _location(user)
+    elif in_module is not None:
+        location, source = _location(in_module)
+    message = _first_line(error) or type(error).__name__
+    first = f"{message} ({type(error).__name__} at {location}, {source})"
+    inputs = describe_inputs(model, args, kwargs)
+    text = [first, f"  inputs given: {inputs}"]
+    if in_module is not None:
+        culprit = in_module.tb_frame.f_locals.get("self")
+        path = next((name for name, m in module.named_modules() if m is culprit), None)
+        if path is not None:
+            text.append(f"  raised in module {path or '(the model itself)'!r}: "
+                        f"{_one_line(repr(culprit))}")
+    text.append(f"torch.export ran the model's forward on these inputs and its code raised "
+                f"(the same inputs most likely fail in eager mode too: check their shapes and "
+                f"values against what the model expects).\n"
+                f"torch.export tried {len(attempts)} strategies:\n{lines}")
+    text += [f"  torch.export: {hint}" for hint in _advice(attempts)]
+    raise ForwardError("\n".join(text), attempts, location=location, inputs=inputs) from error
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _first_line(error: BaseException | None) -> str:
