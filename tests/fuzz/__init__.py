@@ -1,0 +1,1 @@
+"""The fuzz suite: random small modules exported in both flavours (issue #13, item 4)."""

@@ -1,0 +1,357 @@
+"""Run one fuzz case through an exporter and classify the outcome as exactly one of OUTCOMES.
+
+A variant is (exporter, flavour, shapes): exporter "onnxport" or "torch.onnx", flavour
+"dynamo" (dynamo=True) or "torchscript" (dynamo=False), shapes "static" or "dynamic" (dim 0
+of every input: dynamic_shapes with Dim.DYNAMIC, or dynamic_axes). The model is exported
+into a folder that already holds a good model file at the destination path.
+
+* match: exported; onnx.checker.check_model(full_check=True) passes; ONNX Runtime loads it
+  and its outputs equal eager PyTorch's (also at a second batch size when dim 0 stayed
+  dynamic in the model and the eager model runs at that size).
+* typed: raised a typed error (the exporter's OnnxExporterError, TypeError, ValueError)
+  whose message names the op, the module or the argument.
+* mismatch: exported, but computes something else (values, shapes, dtypes, output count).
+* ort_invalid: exported a file the checker refuses or ONNX Runtime cannot load or run.
+* untyped: raised another exception, or a typed one that names nothing.
+* hang: did not finish within the per-case timeout (see `Worker`).
+* clobbered: the folder changed on failure, or holds other files than the model on success.
+
+Cases run in a worker process (`Worker`), killed and restarted on a timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import multiprocessing
+import os
+import re
+import shutil
+import tempfile
+import time
+import traceback
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+OUTCOMES = ("match", "typed", "mismatch", "ort_invalid", "untyped", "hang", "clobbered")
+FLAVOURS = ("dynamo", "torchscript")
+SHAPES = ("static", "dynamic")
+EXPORTERS = ("onnxport", "torch.onnx")
+_NAMES = re.compile(r"aten|prims?[:.]|onnx::|FuzzModule|generator\.py|\bx[01]\b|linear\d|conv\d|"
+                    r"norm\d|buf\d|dynamic_shapes|dynamic_axes|opset|dtype|Half|Float|Long|Bool")
+
+
+@dataclass
+class Outcome:
+    seed: int
+    exporter: str
+    flavour: str
+    shapes: str
+    outcome: str  # one of OUTCOMES, or "skip" (the eager model does not run)
+    detail: str = ""
+    seconds: float = 0.0
+
+    @property
+    def variant(self) -> str:
+        return f"{self.exporter}/{self.flavour}/{self.shapes}"
+
+
+def _other_batch(batch: int) -> int:
+    return 2 if batch == 3 else 3
+
+
+def _clone(x: Any) -> Any:
+    import torch
+
+    return torch.utils._pytree.tree_map(
+        lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, x)
+
+
+def eager(case: Any, args: tuple[Any, ...]) -> list[Any] | None:
+    """The eager outputs (flattened), or None if the eager model fails or is not deterministic."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            first = torch.utils._pytree.tree_leaves(_clone(case.module(*_clone(args))))
+            second = torch.utils._pytree.tree_leaves(_clone(case.module(*_clone(args))))
+    except Exception:  # noqa: BLE001  (the eager model does not run on these inputs)
+        return None
+    if not first or not all(isinstance(t, torch.Tensor) for t in first):
+        return None
+    for a, b in zip(first, second):
+        if a.shape != b.shape or not torch.equal(a.nan_to_num(), b.nan_to_num()):
+            return None
+    return first
+
+
+def _export(case: Any, exporter: str, flavour: str, shapes: str, path: str) -> None:
+    import torch
+
+    names = [f"x{i}" for i in range(len(case.args))]
+    dynamic = shapes == "dynamic"
+    kwargs: dict[str, Any] = {}
+    if flavour == "dynamo":
+        if dynamic:
+            kwargs["dynamic_shapes"] = tuple({0: torch.export.Dim.DYNAMIC} for _ in case.args)
+    else:
+        kwargs["input_names"] = names
+        if dynamic:
+            kwargs["dynamic_axes"] = {n: {0: "batch"} for n in names}
+    if exporter == "onnxport":
+        import onnxport
+
+        onnxport.export(case.module, case.args, path, dynamo=flavour == "dynamo", **kwargs)
+    else:
+        torch.onnx.export(case.module, case.args, path, dynamo=flavour == "dynamo", **kwargs)
+
+
+def _typed(exporter: str) -> tuple[type[BaseException], ...]:
+    if exporter == "onnxport":
+        import onnxport
+
+        return (onnxport.OnnxExporterError, TypeError, ValueError)
+    import torch
+
+    return (torch.onnx.errors.OnnxExporterError, TypeError, ValueError)
+
+
+def _snapshot(folder: str) -> dict[str, bytes]:
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        full = os.path.join(folder, name)
+        out[name] = open(full, "rb").read() if os.path.isfile(full) else b"<dir>"
+    return out
+
+
+def _compare(actual: list[Any], expected: list[Any]) -> str:
+    """'' when the ONNX outputs equal eager's, else what differs."""
+    import numpy as np
+    import torch
+
+    if len(actual) != len(expected):
+        return f"{len(actual)} outputs, eager has {len(expected)}"
+    for k, (a, e) in enumerate(zip(actual, expected)):
+        a = np.asarray(a)
+        e_np = e.detach().numpy()
+        if tuple(a.shape) != tuple(e_np.shape):
+            return f"output {k}: shape {tuple(a.shape)}, eager {tuple(e_np.shape)}"
+        if a.dtype != e_np.dtype:
+            return f"output {k}: dtype {a.dtype}, eager {e_np.dtype}"
+        if e.dtype in (torch.float16, torch.float32):
+            tol = 2e-2 if e.dtype == torch.float16 else 1e-3
+            if not np.allclose(a.astype(np.float64), e_np.astype(np.float64), rtol=tol,
+                               atol=tol, equal_nan=True):
+                diff = np.nanmax(np.abs(a.astype(np.float64) - e_np.astype(np.float64)))
+                return f"output {k}: values differ (max abs diff {diff:.3g})"
+        elif not np.array_equal(a, e_np):
+            return f"output {k}: values differ ({int((a != e_np).sum())} elements)"
+    return ""
+
+
+def _feed(session: Any, args: tuple[Any, ...]) -> dict[str, Any]:
+    import numpy as np
+
+    inputs = session.get_inputs()
+    by_name = {f"x{i}": a for i, a in enumerate(args)}
+    if all(i.name in by_name for i in inputs):
+        return {i.name: np.asarray(by_name[i.name].numpy()) for i in inputs}
+    return {i.name: a.numpy() for i, a in zip(inputs, args)}
+
+
+def _check_model(path: str, case: Any, expected: list[Any], shapes: str) -> tuple[str, str]:
+    """(outcome, detail) for a model that was exported to `path`."""
+    import onnx
+    import onnxruntime as ort
+
+    try:
+        onnx.checker.check_model(path, full_check=True)
+    except Exception as e:  # noqa: BLE001
+        return "ort_invalid", f"checker: {str(e).splitlines()[0][:300]}"
+    try:
+        options = ort.SessionOptions()
+        options.log_severity_level = 4
+        options.intra_op_num_threads = 1
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001
+        return "ort_invalid", f"ORT load: {str(e).splitlines()[0][:300]}"
+    try:
+        actual = session.run(None, _feed(session, case.args))
+    except Exception as e:  # noqa: BLE001
+        return "ort_invalid", f"ORT run: {str(e).splitlines()[0][:300]}"
+    diff = _compare(actual, expected)
+    if diff:
+        return "mismatch", diff
+    if shapes == "dynamic":
+        dims = [i.shape[0] if i.shape else 1 for i in session.get_inputs()]
+        if dims and all(not isinstance(d, int) for d in dims):
+            batch = _other_batch(case.args[0].shape[0])
+            other = case.inputs_with_batch(batch)
+            expected2 = eager(case, other)
+            if expected2 is not None:
+                try:
+                    actual2 = session.run(None, _feed(session, other))
+                except Exception as e:  # noqa: BLE001
+                    return "mismatch", (f"dim 0 is dynamic but the model fails at batch {batch}: "
+                                        f"{str(e).splitlines()[0][:200]}")
+                diff = _compare(actual2, expected2)
+                if diff:
+                    return "mismatch", f"at batch {batch}: {diff}"
+    return "match", ""
+
+
+def run_variant(case: Any, expected: list[Any], exporter: str, flavour: str, shapes: str,
+                good: bytes) -> Outcome:
+    """Export `case` with one variant into a folder holding a good model, and classify."""
+    start = time.perf_counter()
+    folder = tempfile.mkdtemp(prefix="onnxport_fuzz_")
+    try:
+        path = os.path.join(folder, "model.onnx")
+        with open(path, "wb") as fh:
+            fh.write(good)
+        before = _snapshot(folder)
+        error: BaseException | None = None
+        sink = io.StringIO()
+        try:
+            with warnings.catch_warnings(), contextlib.redirect_stdout(sink), \
+                    contextlib.redirect_stderr(sink):
+                warnings.simplefilter("ignore")
+                _export(case, exporter, flavour, shapes, path)
+        except Exception as e:  # noqa: BLE001  (classified below)
+            error = e
+        after = _snapshot(folder)
+        if error is not None:
+            message = f"{type(error).__name__}: {str(error).strip()[:400]}"
+            if after != before:
+                return Outcome(case.seed, exporter, flavour, shapes, "clobbered",
+                               f"failed and changed the folder ({sorted(after)}): {message}")
+            if not isinstance(error, _typed(exporter)):
+                return Outcome(case.seed, exporter, flavour, shapes, "untyped", message)
+            if not _NAMES.search(str(error)):
+                return Outcome(case.seed, exporter, flavour, shapes, "untyped",
+                               f"typed but names no op or module: {message}")
+            return Outcome(case.seed, exporter, flavour, shapes, "typed", message)
+        extra = sorted(set(after) - {"model.onnx", "model.onnx.data"})
+        if extra or after.get("model.onnx") == good:
+            return Outcome(case.seed, exporter, flavour, shapes, "clobbered",
+                           f"after a successful export the folder holds {sorted(after)}")
+        outcome, detail = _check_model(path, case, expected, shapes)
+        return Outcome(case.seed, exporter, flavour, shapes, outcome, detail)
+    except Exception:  # noqa: BLE001  (a harness failure is reported as untyped)
+        return Outcome(case.seed, exporter, flavour, shapes, "untyped",
+                       "harness: " + traceback.format_exc()[-400:])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        elapsed = time.perf_counter() - start
+        _last_seconds[0] = elapsed
+
+
+_last_seconds = [0.0]
+_GOOD: list[bytes] = []
+
+
+def good_model() -> bytes:
+    """A valid model file (a small Linear), what the destination holds before each export."""
+    if not _GOOD:
+        import onnxport
+        import torch
+
+        buf = io.BytesIO()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.manual_seed(0)
+            onnxport.export(torch.nn.Linear(3, 2), (torch.rand(1, 3),), buf)
+        _GOOD.append(buf.getvalue())
+    return _GOOD[0]
+
+
+def run_seed(seed: int, variants: list[tuple[str, str, str]]) -> list[Outcome]:
+    """Every variant of one seed, in this process (no timeout)."""
+    from tests.fuzz.generator import generate
+
+    case = generate(seed)
+    expected = eager(case, case.args)
+    if expected is None:
+        return [Outcome(seed, *v, "skip", "the eager model does not run") for v in variants]
+    good = good_model()
+    out = []
+    for v in variants:
+        outcome = run_variant(case, expected, *v, good)
+        outcome.seconds = _last_seconds[0]
+        out.append(outcome)
+    return out
+
+
+def _worker_main(conn: Any) -> None:
+    import torch
+
+    import logging
+
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    for name in ("torch", "onnxscript", "onnx_ir", "onnxport"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    good_model()
+    while True:
+        request = conn.recv()
+        if request is None:
+            return
+        seed, variant = request
+        try:
+            (result,) = run_seed(seed, [variant])
+        except BaseException as e:  # noqa: BLE001
+            result = Outcome(seed, *variant, "untyped", f"worker: {type(e).__name__}: {e}")
+        conn.send(result)
+
+
+class Worker:
+    """A process running variants one at a time; killed and restarted when one hangs."""
+
+    def __init__(self, timeout: float = 60.0, startup: float = 120.0) -> None:
+        self.timeout = timeout
+        self.startup = startup
+        self._ctx = multiprocessing.get_context("spawn")
+        self._proc: Any = None
+        self._conn: Any = None
+        self._fresh = True
+
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        self._proc = self._ctx.Process(target=_worker_main, args=(child,), daemon=True)
+        self._proc.start()
+        self._conn = parent
+        self._fresh = True
+
+    def run(self, seed: int, variant: tuple[str, str, str]) -> Outcome:
+        if self._proc is None or not self._proc.is_alive():
+            self._start()
+        start = time.perf_counter()
+        self._conn.send((seed, variant))
+        # The first request also waits for the worker to start (imports, the good model).
+        limit = self.timeout + (self.startup if self._fresh else 0)
+        if self._conn.poll(limit):
+            try:
+                result = self._conn.recv()
+                self._fresh = False
+                return result
+            except EOFError:
+                pass
+            self.close()
+            return Outcome(seed, *variant, "untyped", "the worker process died",
+                           time.perf_counter() - start)
+        self.close()
+        return Outcome(seed, *variant, "hang", f"no result within {self.timeout:.0f}s",
+                       time.perf_counter() - start)
+
+    def close(self) -> None:
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join(10)
+        self._proc = None
+        self._conn = None
+
+
+def variants(exporters: tuple[str, ...] = ("onnxport",)) -> list[tuple[str, str, str]]:
+    return [(e, f, s) for e in exporters for f in FLAVOURS for s in SHAPES]

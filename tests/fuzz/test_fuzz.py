@@ -1,0 +1,110 @@
+"""The fuzz suite in CI: a fixed set of seeds, every variant (dynamo / torchscript, static /
+dynamic), each outcome a match with eager in ONNX Runtime or a typed error naming the op.
+
+Each seed runs in a worker process with a per-variant timeout (a hang fails the seed). A seed
+that ever failed stays in REGRESSIONS (strict xfail while the bug is open, with the reason);
+move it to FIXED once it passes. `benchmarks/bench_fuzz.py --seeds N` runs the larger set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.fuzz.generator import generate
+from tests.fuzz.harness import Outcome, Worker, variants
+
+CI_SEEDS = list(range(40))
+
+# Seeds that failed once, with why; strict xfail while open (the bug is in files outside the
+# fuzz suite's reach). Reproduce: `python benchmarks/bench_fuzz.py --only SEED`.
+_VIEW_INPLACE = ("onnxport/torchscript: an in-place op on a view (flatten/permute of an "
+                 "intermediate) is not seen through the view's base, which is also an output: "
+                 "silent mismatch; torch.onnx's TorchScript flavour gives the same wrong values "
+                 "(translate/torchscript.py, alias tracking of traced in-place ops)")
+_ZERO_BATCH = ("onnxport/torchscript/dynamic: with dynamic_axes on dim 0 and an example of "
+               "batch 0, the traced shape arithmetic is folded to constants (Reshape to [0, 1], "
+               "Where on [0, ...]) and the model fails at any other batch; torch.onnx exports "
+               "it dynamic (capture/torchscript.py find_dynamic_dims)")
+REGRESSIONS: dict[int, str] = {
+    109: _VIEW_INPLACE,
+    320: _VIEW_INPLACE,
+    250: _ZERO_BATCH,
+    260: _ZERO_BATCH,
+    339: _ZERO_BATCH,
+    391: _ZERO_BATCH,
+    1104: _ZERO_BATCH + "; here x + x.shape[0] adds the constant 0 at batch 3 (silent)",
+}
+# Seeds that failed once and were fixed: run as ordinary cases.
+# 2, 23, 357, 381: the CaptureError for a model not generic in dim 0 named no op or source
+# line (fixed by ForwardError, which names the user's source line).
+FIXED: list[int] = [2, 23, 357, 381]
+
+TIMEOUT = 60.0
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[Worker]:
+    w = Worker(timeout=TIMEOUT)
+    yield w
+    w.close()
+
+
+def _bad(outcomes: list[Outcome]) -> list[Outcome]:
+    return [o for o in outcomes if o.outcome not in ("match", "typed", "skip")]
+
+
+def _seeds() -> list[object]:
+    seeds = sorted(set(CI_SEEDS) | set(REGRESSIONS) | set(FIXED))
+    return [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=REGRESSIONS[s]))
+            if s in REGRESSIONS else s for s in seeds]
+
+
+@pytest.mark.parametrize("seed", _seeds())
+def test_fuzz_seed(worker: Worker, seed: int) -> None:
+    outcomes = [worker.run(seed, v) for v in variants()]
+    bad = _bad(outcomes)
+    if bad:
+        listing = "\n".join(f"  {o.variant}: {o.outcome}: {o.detail}" for o in bad)
+        pytest.fail(f"seed {seed}:\n{listing}\nthe module:\n{generate(seed).source}")
+
+
+def test_generator_is_deterministic() -> None:
+    import torch
+
+    for seed in (0, 7, 123):
+        a, b = generate(seed), generate(seed)
+        assert a.source == b.source
+        assert all(torch.equal(x, y) for x, y in zip(a.args, b.args))
+        sa, sb = a.module.state_dict(), b.module.state_dict()
+        assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_generator_covers_the_grammar() -> None:
+    """Over the CI seeds the generator draws every family, dtype and output structure."""
+    import torch
+
+    ops: set[str] = set()
+    dtypes: set[torch.dtype] = set()
+    sizes: set[int] = set()
+    for seed in range(200):
+        case = generate(seed)
+        ops.update(case.ops)
+        dtypes.update(a.dtype for a in case.args)
+        sizes.update(s for a in case.args for s in a.shape)
+    for op in ("linear", "conv", "matmul_self", "sum", "argmax", "cat", "slice_from", "select",
+               "index_select", "softmax", "layernorm", "where", "masked_fill", "add_buffer",
+               "iadd", "isetitem", "scalar_pow", "add_batch", "to_half"):
+        assert op in ops, op
+    assert {torch.float32, torch.float16, torch.int64, torch.bool} <= dtypes
+    assert {0, 1} <= sizes
+
+
+def test_timeout_is_a_hang() -> None:
+    w = Worker(timeout=0.01, startup=0)
+    try:
+        outcome = w.run(0, variants()[0])
+    finally:
+        w.close()
+    assert outcome.outcome == "hang"
