@@ -105,6 +105,9 @@ def _cache_geometry(config: Any) -> tuple[int, int, int]:
     num_layers = int(config.num_hidden_layers)
     heads = int(config.num_attention_heads)
     kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+    if getattr(config, "model_type", None) == "falcon" and not config.new_decoder_architecture:
+        # Falcon-7B style: one key/value head with multi_query, else one per head.
+        kv_heads = 1 if config.multi_query else heads
     head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
     return num_layers, kv_heads, head_dim
 

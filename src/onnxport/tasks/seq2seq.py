@@ -1,0 +1,238 @@
+"""Encoder-decoder graphs (T5, BART, Whisper): optimum's three-file layout.
+
+    encoder_model.onnx            input_ids, attention_mask (Whisper: input_features)
+                                  -> last_hidden_state
+    decoder_model.onnx            input_ids, encoder_hidden_states, encoder_attention_mask
+                                  -> logits, present.{i}.decoder.key/value,
+                                     present.{i}.encoder.key/value   (the first step)
+    decoder_with_past_model.onnx  the same inputs plus past_key_values.{i}.decoder.key/value
+                                  and past_key_values.{i}.encoder.key/value
+                                  -> logits, present.{i}.decoder.key/value  (later steps)
+
+Whisper's decoders take no encoder_attention_mask. The cache goes in as plain tensors and
+is rebuilt as transformers' EncoderDecoderCache inside forward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from onnxport.tasks.graphs import Feeds, GraphSpec, Shape, _float_dtype, _ids, _mask
+
+__all__ = ["seq2seq_graphs"]
+
+
+def _geometry(config: Any) -> tuple[int, int, int]:
+    """(decoder layers, heads, head_dim)."""
+    layers = int(getattr(config, "num_decoder_layers", None) or
+                 getattr(config, "decoder_layers", None) or config.num_layers)
+    heads = int(getattr(config, "decoder_attention_heads", None) or
+                getattr(config, "num_heads", None) or config.num_attention_heads)
+    d_model = int(getattr(config, "d_model", None) or config.hidden_size)
+    head_dim = int(getattr(config, "d_kv", None) or d_model // heads)
+    return layers, heads, head_dim
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        encoder = self.model.get_encoder()
+        return encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+class SpeechEncoder(torch.nn.Module):
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_features: torch.Tensor) -> torch.Tensor:
+        return self.model.get_encoder()(input_features=input_features).last_hidden_state
+
+
+class Decoder(torch.nn.Module):
+    """One decoder step; `past_key_values` flat: per layer self key, value, cross key, value."""
+
+    def __init__(self, model: Any, *, with_past: bool, speech: bool) -> None:
+        super().__init__()
+        self.model, self.with_past, self.speech = model, with_past, speech
+
+    def forward(self, input_ids: torch.Tensor, encoder_hidden_states: torch.Tensor,
+                encoder_attention_mask: torch.Tensor | None = None,
+                past_key_values: list[torch.Tensor] | None = None) -> Any:
+        from transformers import DynamicCache, EncoderDecoderCache
+
+        config = self.model.config
+        if past_key_values:
+            p = past_key_values
+            layers = range(len(p) // 4)
+            cache = EncoderDecoderCache(
+                DynamicCache([(p[4 * i], p[4 * i + 1]) for i in layers], config=config),
+                DynamicCache([(p[4 * i + 2], p[4 * i + 3]) for i in layers], config=config))
+        else:
+            cache = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
+        kwargs: dict[str, Any] = {}
+        if not self.speech:
+            kwargs["attention_mask"] = encoder_attention_mask
+        out = self.model(encoder_outputs=(encoder_hidden_states,), decoder_input_ids=input_ids,
+                         past_key_values=cache, use_cache=True, **kwargs)
+        present: list[torch.Tensor] = []
+        new = out.past_key_values
+        for i, layer in enumerate(new.self_attention_cache.layers):
+            present += [layer.keys, layer.values]
+            if not self.with_past:
+                cross = new.cross_attention_cache.layers[i]
+                present += [cross.keys, cross.values]
+        return out.logits, present
+
+
+def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
+                   seq: int) -> list[GraphSpec]:
+    from onnxport._api import export
+
+    config = model.config
+    speech = family == "speech-seq2seq"
+    layers, heads, head_dim = _geometry(config)
+    dtype = _float_dtype(model)
+    hidden = int(getattr(config, "d_model", None) or config.hidden_size)
+    with_past = task.endswith("-with-past") or speech
+    enc_axes = {0: "batch_size", 1: "encoder_sequence_length"}
+
+    # -- encoder
+    if speech:
+        mels = int(config.num_mel_bins)
+        frames = 2 * int(config.max_source_positions)
+
+        def make_enc(shape: Shape) -> Feeds:
+            return {"input_features": torch.randn(shape["batch_size"], mels, frames).to(dtype)}
+
+        encoder = GraphSpec("encoder_model.onnx", SpeechEncoder(model), ["input_features"],
+                            ["last_hidden_state"], {"input_features": {0: "batch_size"}},
+                            make_enc, [{"batch_size": batch}, {"batch_size": batch + 1}])
+    else:
+        def make_enc(shape: Shape) -> Feeds:
+            b, s = shape["batch_size"], shape["encoder_sequence_length"]
+            return {"input_ids": _ids(config, b, s), "attention_mask": _mask(b, s)}
+
+        encoder = GraphSpec("encoder_model.onnx", Encoder(model),
+                            ["input_ids", "attention_mask"], ["last_hidden_state"],
+                            {"input_ids": enc_axes, "attention_mask": enc_axes}, make_enc,
+                            [{"batch_size": batch, "encoder_sequence_length": seq},
+                             {"batch_size": batch + 1, "encoder_sequence_length": seq + 5}])
+    encoder.export = _generic_export(export, encoder, encoder.input_names)
+
+    # -- decoders
+    def present_names(cross: bool) -> list[str]:
+        names = []
+        for i in range(layers):
+            names += [f"present.{i}.decoder.key", f"present.{i}.decoder.value"]
+            if cross:
+                names += [f"present.{i}.encoder.key", f"present.{i}.encoder.value"]
+        return names
+
+    past_names = [n.replace("present.", "past_key_values.", 1) for n in present_names(True)]
+    base_inputs = ["input_ids", "encoder_hidden_states"] + ([] if speech else
+                                                            ["encoder_attention_mask"])
+
+    def make_dec(shape: Shape, past: bool) -> Feeds:
+        b, t = shape["batch_size"], shape["decoder_sequence_length"]
+        e = frames // 2 if speech else shape["encoder_sequence_length"]
+        feeds: Feeds = {"input_ids": _ids(config, b, t),
+                        "encoder_hidden_states": torch.randn(b, e, hidden).to(dtype)}
+        if not speech:
+            feeds["encoder_attention_mask"] = _mask(b, e)
+        if past:
+            p = shape["past_decoder_sequence_length"]
+            for name in past_names:
+                length = e if ".encoder." in name else p
+                feeds[name] = torch.randn(b, heads, length, head_dim).to(dtype)
+        return feeds
+
+    def call_for(module: Decoder, past: bool, outputs: list[str]) -> Any:
+        def call(feeds: Feeds) -> dict[str, torch.Tensor]:
+            flat = [feeds[n] for n in past_names] if past else None
+            logits, present = module(feeds["input_ids"], feeds["encoder_hidden_states"],
+                                     feeds.get("encoder_attention_mask"), flat)
+            return dict(zip(outputs, [logits, *present]))
+        return call
+
+    dec_dims: dict[str, dict[int, str]] = {
+        "input_ids": {0: "batch_size", 1: "decoder_sequence_length"},
+        "encoder_hidden_states": {0: "batch_size", 1: "encoder_sequence_length"},
+        "encoder_attention_mask": dict(enc_axes)}
+    if speech:
+        dec_dims["encoder_hidden_states"] = {0: "batch_size"}
+    specs = [encoder]
+    first_shapes = [{"batch_size": batch, "decoder_sequence_length": seq - 3,
+                     "encoder_sequence_length": seq},
+                    {"batch_size": batch + 1, "decoder_sequence_length": seq - 1,
+                     "encoder_sequence_length": seq + 5}]
+    decoder = Decoder(model, with_past=False, speech=speech)
+    out_names = ["logits", *present_names(True)]
+    spec = GraphSpec("decoder_model.onnx", decoder, base_inputs, out_names,
+                     {n: dec_dims[n] for n in base_inputs},
+                     lambda shape: make_dec(shape, False), first_shapes)
+    spec.call = call_for(decoder, False, out_names)
+    spec.export = _generic_export(export, spec, base_inputs)
+    specs.append(spec)
+    if with_past:
+        decoder_p = Decoder(model, with_past=True, speech=speech)
+        out_p = ["logits", *present_names(False)]
+        names_p = [*base_inputs, *past_names]
+        dims_p = {n: dec_dims[n] for n in base_inputs}
+        for n in past_names:
+            dims_p[n] = ({0: "batch_size", 2: "encoder_sequence_length"} if ".encoder." in n
+                         else {0: "batch_size", 2: "past_decoder_sequence_length"})
+            if speech and ".encoder." in n:
+                dims_p[n] = {0: "batch_size"}
+        shapes_p = [{**first_shapes[0], "decoder_sequence_length": 2,
+                     "past_decoder_sequence_length": seq - 3},
+                    {**first_shapes[1], "decoder_sequence_length": 1,
+                     "past_decoder_sequence_length": seq + 1}]
+        spec_p = GraphSpec("decoder_with_past_model.onnx", decoder_p, names_p, out_p, dims_p,
+                           lambda shape: make_dec(shape, True), shapes_p)
+        spec_p.call = call_for(decoder_p, True, out_p)
+        spec_p.export = _past_export(export, spec_p, base_inputs, past_names)
+        specs.append(spec_p)
+    return specs
+
+
+def _generic_export(export: Any, spec: GraphSpec, names: list[str]) -> Any:
+    from onnxport.tasks.export import _strip_wrapper_prefix
+
+    def run(*, dynamic: bool, **kwargs: Any) -> Any:
+        feeds = spec.make_inputs(spec.shapes[0])
+        args = tuple(feeds[n] for n in names)
+        shapes = {n: spec.dims.get(n) or None for n in names} if dynamic else None
+        program = export(spec.module, args, input_names=names,
+                         output_names=spec.output_names, dynamic_shapes=shapes, **kwargs)
+        _strip_wrapper_prefix(program)
+        return program
+    return run
+
+
+def _past_export(export: Any, spec: GraphSpec, base: list[str], past: list[str]) -> Any:
+    from onnxport.tasks.export import _strip_wrapper_prefix
+
+    def run(*, dynamic: bool, **kwargs: Any) -> Any:
+        feeds = spec.make_inputs(spec.shapes[0])
+        args: tuple[Any, ...] = tuple(feeds[n] for n in base)
+        if "encoder_attention_mask" not in base:
+            args += (None,)
+        args += ([feeds[n] for n in past],)
+        shapes = None
+        if dynamic:
+            shapes = {n: spec.dims.get(n) or None for n in base}
+            if "encoder_attention_mask" not in base:
+                shapes["encoder_attention_mask"] = None
+            shapes["past_key_values"] = [dict(spec.dims[n]) for n in past]
+        program = export(spec.module, args, input_names=[*base, *past],
+                         output_names=spec.output_names, dynamic_shapes=shapes,
+                         **kwargs)
+        _strip_wrapper_prefix(program)
+        return program
+    return run

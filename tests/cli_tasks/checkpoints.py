@@ -1,0 +1,193 @@
+"""Tiny transformers checkpoints saved with save_pretrained (random weights, no downloads).
+
+`CHECKPOINTS[name]` = (builder, task the architecture implies, the optimum class that loads
+the exported folder). Hidden size 32, 2 layers, vocabulary 99. Every decoder keeps
+head_dim = hidden_size / num_attention_heads (optimum sizes the empty cache from that), and
+Phi3 keeps as many key/value heads as heads (optimum's ORTModelForCausalLM reads
+num_key_value_heads only for the model types it lists, and phi3 is not one of them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+VOCAB = 99
+
+
+def _tf() -> Any:
+    import transformers
+
+    return transformers
+
+
+_DECODER = dict(vocab_size=VOCAB, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+_LLAMA_LIKE = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                   **_DECODER)
+_BERT_LIKE = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=64, max_position_embeddings=64)
+
+
+def llama() -> Any:
+    tf = _tf()
+    return tf.LlamaForCausalLM(tf.LlamaConfig(**_LLAMA_LIKE))
+
+
+def qwen2() -> Any:
+    tf = _tf()
+    return tf.Qwen2ForCausalLM(tf.Qwen2Config(**_LLAMA_LIKE))
+
+
+def mistral() -> Any:
+    tf = _tf()
+    return tf.MistralForCausalLM(tf.MistralConfig(sliding_window=None, **_LLAMA_LIKE))
+
+
+def phi3() -> Any:
+    tf = _tf()
+    return tf.Phi3ForCausalLM(tf.Phi3Config(**{**_LLAMA_LIKE, "num_key_value_heads": 4}))
+
+
+def gemma() -> Any:
+    tf = _tf()
+    return tf.GemmaForCausalLM(tf.GemmaConfig(head_dim=8, **_LLAMA_LIKE))
+
+
+def gpt2() -> Any:
+    tf = _tf()
+    return tf.GPT2LMHeadModel(tf.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=128,
+                                            **_DECODER))
+
+
+def falcon() -> Any:
+    tf = _tf()
+    return tf.FalconForCausalLM(tf.FalconConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        new_decoder_architecture=False, multi_query=True, parallel_attn=True, bias=False,
+        alibi=False, max_position_embeddings=128, **_DECODER))
+
+
+def bert() -> Any:
+    tf = _tf()
+    return tf.BertForSequenceClassification(tf.BertConfig(**_BERT_LIKE, num_labels=3))
+
+
+def roberta() -> Any:
+    tf = _tf()
+    return tf.RobertaForMaskedLM(tf.RobertaConfig(**{**_BERT_LIKE, "max_position_embeddings": 66},
+                                                  pad_token_id=1))
+
+
+def distilbert() -> Any:
+    tf = _tf()
+    return tf.DistilBertForQuestionAnswering(tf.DistilBertConfig(
+        vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+        max_position_embeddings=64))
+
+
+def deberta_v2() -> Any:
+    tf = _tf()
+    return tf.DebertaV2ForTokenClassification(tf.DebertaV2Config(
+        **_BERT_LIKE, relative_attention=True, position_buckets=16, pos_att_type=["p2c", "c2p"],
+        num_labels=5))
+
+
+def vit() -> Any:
+    tf = _tf()
+    return tf.ViTForImageClassification(tf.ViTConfig(
+        image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, num_labels=4))
+
+
+def convnext() -> Any:
+    tf = _tf()
+    return tf.ConvNextForImageClassification(tf.ConvNextConfig(
+        hidden_sizes=[16, 32], depths=[1, 1], num_stages=2, num_labels=4))
+
+
+def t5() -> Any:
+    tf = _tf()
+    return tf.T5ForConditionalGeneration(tf.T5Config(
+        vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2,
+        num_heads=4, relative_attention_num_buckets=8, relative_attention_max_distance=16,
+        pad_token_id=0, eos_token_id=1, decoder_start_token_id=0))
+
+
+def bart() -> Any:
+    tf = _tf()
+    return tf.BartForConditionalGeneration(tf.BartConfig(
+        vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=1, bos_token_id=0,
+        eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=None))
+
+
+def whisper() -> Any:
+    tf = _tf()
+    return tf.WhisperForConditionalGeneration(tf.WhisperConfig(
+        vocab_size=VOCAB, num_mel_bins=16, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_source_positions=16, max_target_positions=64, pad_token_id=0,
+        bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, begin_suppress_tokens=None,
+        suppress_tokens=None))
+
+
+def wav2vec2() -> Any:
+    tf = _tf()
+    return tf.Wav2Vec2ForSequenceClassification(tf.Wav2Vec2Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4, feat_extract_norm="layer", do_stable_layer_norm=True,
+        apply_spec_augment=False, num_labels=3, classifier_proj_size=16))
+
+
+def clip() -> Any:
+    tf = _tf()
+    text = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=4, max_position_embeddings=32, pad_token_id=0,
+                bos_token_id=1, eos_token_id=2)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=4, image_size=32, patch_size=8)
+    return tf.CLIPModel(tf.CLIPConfig(text_config=text, vision_config=vision,
+                                      projection_dim=16))
+
+
+DECODERS = ["llama", "qwen2", "mistral", "phi3", "gemma", "gpt2", "falcon"]
+ENCODERS = ["bert", "roberta", "distilbert", "deberta_v2"]
+VISION = ["vit", "convnext"]
+SEQ2SEQ = ["t5", "bart", "whisper"]
+OTHER = ["wav2vec2", "clip"]
+
+CHECKPOINTS: dict[str, tuple[Callable[[], Any], str]] = {
+    "llama": (llama, "text-generation-with-past"),
+    "qwen2": (qwen2, "text-generation-with-past"),
+    "mistral": (mistral, "text-generation-with-past"),
+    "phi3": (phi3, "text-generation-with-past"),
+    "gemma": (gemma, "text-generation-with-past"),
+    "gpt2": (gpt2, "text-generation-with-past"),
+    "falcon": (falcon, "text-generation-with-past"),
+    "bert": (bert, "text-classification"),
+    "roberta": (roberta, "fill-mask"),
+    "distilbert": (distilbert, "question-answering"),
+    "deberta_v2": (deberta_v2, "token-classification"),
+    "vit": (vit, "image-classification"),
+    "convnext": (convnext, "image-classification"),
+    "t5": (t5, "text2text-generation-with-past"),
+    "bart": (bart, "text2text-generation-with-past"),
+    "whisper": (whisper, "automatic-speech-recognition"),
+    "wav2vec2": (wav2vec2, "audio-classification"),
+    "clip": (clip, "zero-shot-image-classification"),
+}
+
+
+def save_checkpoint(name: str, folder: Path) -> Path:
+    """Save the tiny `name` checkpoint into `folder` (config, safetensors, generation config)."""
+    torch.manual_seed(0)
+    model = CHECKPOINTS[name][0]()
+    model.eval()
+    model.save_pretrained(str(folder))
+    return folder

@@ -1,0 +1,107 @@
+"""Bad input gets a clear typed error, the documented exit code, and no partial folder."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli_tasks.conftest import run_cli
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+def _no_leftovers(out: Path) -> None:
+    assert not out.exists()
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")]
+
+
+def test_missing_config(tmp_path: Path) -> None:
+    (tmp_path / "ck").mkdir()
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", str(tmp_path / "ck"), str(out))
+    assert proc.returncode == 1
+    assert "CheckpointError" in proc.stderr and "has no config.json" in proc.stderr
+    _no_leftovers(out)
+
+
+def test_unknown_task(checkpoints: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", str(checkpoints("bert")), "--task", "text-to-pizza",
+                   str(out))
+    assert proc.returncode == 2
+    assert "UnknownTaskError: unknown task 'text-to-pizza'" in proc.stderr
+    assert "fill-mask" in proc.stderr  # the tasks it knows are listed
+    _no_leftovers(out)
+
+
+def test_task_the_architecture_lacks(checkpoints: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", str(checkpoints("bert")), "--task",
+                   "text-generation-with-past", str(out))
+    assert proc.returncode == 2
+    assert "UnsupportedTaskError" in proc.stderr
+    assert "not available for model_type 'bert'" in proc.stderr
+    assert "text-classification" in proc.stderr  # its tasks are listed
+    _no_leftovers(out)
+
+
+def test_non_empty_output_dir(checkpoints: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    proc = run_cli("export", "--model", str(checkpoints("bert")), str(out))
+    assert proc.returncode == 2
+    assert "OutputDirError" in proc.stderr and "--overwrite" in proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+    proc = run_cli("export", "--model", str(checkpoints("bert")), "--overwrite",
+                   "--no-validate", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.onnx"]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "missing"])
+def test_unreadable_weights(checkpoints: Any, tmp_path: Path, damage: str) -> None:
+    ck = tmp_path / "ck"
+    shutil.copytree(checkpoints("bert"), ck)
+    weights = ck / "model.safetensors"
+    if damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[:-1000])
+    elif damage == "garbage":
+        weights.write_bytes(b"\x00" * 64)
+    else:
+        weights.unlink()
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", str(ck), str(out))
+    assert proc.returncode == 1
+    assert "WeightsError" in proc.stderr
+    assert ("model.safetensors" in proc.stderr) or ("holds no weights" in proc.stderr)
+    _no_leftovers(out)
+
+
+def test_remote_code_refused(checkpoints: Any, tmp_path: Path) -> None:
+    import json
+
+    ck = tmp_path / "ck"
+    shutil.copytree(checkpoints("bert"), ck)
+    config = json.loads((ck / "config.json").read_text())
+    config["auto_map"] = {"AutoModel": "modeling_evil.EvilModel"}
+    (ck / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", str(ck), str(out))
+    assert proc.returncode == 1
+    assert "--trust-remote-code" in proc.stderr
+    _no_leftovers(out)
+
+
+def test_validation_mismatch_keeps_files(checkpoints: Any, tmp_path: Path) -> None:
+    """An impossible tolerance: exit 1, the table, and the folder kept and named."""
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", str(checkpoints("bert")), "--atol", "0", str(out))
+    if "MISMATCH" not in proc.stdout:
+        pytest.skip("ORT happened to match eager bit for bit")
+    assert proc.returncode == 1
+    assert f"kept for inspection in {out}" in proc.stderr
+    assert (out / "model.onnx").is_file()

@@ -1,0 +1,112 @@
+"""`onnxport export --model CHECKPOINT_DIR OUTPUT_DIR` driven as a user drives it (subprocess).
+
+Each tiny checkpoint is exported once per session with the task detected from its
+architecture; the folder must hold optimum's files with optimum's input/output names and dim
+names, and the validation table must say ok for every output at every shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+import pytest
+
+from tests.cli_tasks.checkpoints import CHECKPOINTS, DECODERS, ENCODERS, VISION
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+def _dims(path: Any) -> dict[str, list[str]]:
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return {v.name: [d.dim_param or str(d.dim_value) for d in v.type.tensor_type.shape.dim]
+            for v in [*graph.input, *graph.output]}
+
+
+def _check_run(name: str, exported: Any) -> tuple[Any, Any]:
+    out, proc = exported(name)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    task = CHECKPOINTS[name][1]
+    assert f"for {task} (architecture " in proc.stdout  # the detected task, and why
+    table = [line for line in proc.stdout.splitlines() if line.startswith("model.onnx")
+             or line.startswith("encoder_model.onnx") or line.startswith("decoder_")]
+    assert table and all(line.rstrip().endswith("ok") for line in table), proc.stdout
+    assert "max abs diff" in proc.stdout and "tolerance" in proc.stdout
+    return out, proc
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_decoder_with_past(name: str, exported: Any) -> None:
+    out, proc = _check_run(name, exported)
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["config.json", "genai_config.json", "generation_config.json",
+                     "model.onnx"]
+    dims = _dims(out / "model.onnx")
+    assert dims["input_ids"] == ["batch_size", "sequence_length"]
+    assert dims["attention_mask"] == ["batch_size", "past_sequence_length + sequence_length"]
+    assert dims["past_key_values.1.value"][0] == "batch_size"
+    assert dims["past_key_values.1.value"][2] == "past_sequence_length"
+    assert dims["logits"] == ["batch_size", "sequence_length", "99"]
+    assert dims["present.0.key"][2] == "past_sequence_length + sequence_length"
+    assert ("position_ids" in dims) == (name != "gemma")  # as optimum's GemmaOnnxConfig
+    # the prefill (empty past) and a one-token decode step are validated
+    assert "past_sequence_length=0" in proc.stdout and "sequence_length=1," in proc.stdout
+
+
+@pytest.mark.parametrize("name", ENCODERS)
+def test_text_encoder(name: str, exported: Any) -> None:
+    out, _ = _check_run(name, exported)
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.onnx"]
+    dims = _dims(out / "model.onnx")
+    assert dims["input_ids"] == ["batch_size", "sequence_length"]
+    # DeBERTa-v2 has type_vocab_size 0 by default: no token_type_ids, as in optimum
+    assert ("token_type_ids" in dims) == (name == "bert")
+    task = CHECKPOINTS[name][1]
+    if task == "question-answering":
+        assert dims["start_logits"] == dims["end_logits"] == ["batch_size", "sequence_length"]
+    elif task == "text-classification":
+        assert dims["logits"] == ["batch_size", "3"]
+    else:
+        assert dims["logits"][:2] == ["batch_size", "sequence_length"]
+
+
+@pytest.mark.parametrize("name", VISION)
+def test_vision(name: str, exported: Any) -> None:
+    out, _ = _check_run(name, exported)
+    dims = _dims(out / "model.onnx")
+    assert dims["pixel_values"][0] == "batch_size"
+    if name == "convnext":
+        assert dims["pixel_values"][2:] == ["height", "width"]
+    assert dims["logits"] == ["batch_size", "4"]
+
+
+def test_other_task_on_the_same_checkpoint(checkpoints: Any, tmp_path: Any) -> None:
+    """--task picks another head of the same architecture (BERT: token-classification)."""
+    from tests.cli_tasks.conftest import run_cli
+
+    out = tmp_path / "bert-tokens"
+    proc = run_cli("export", "--model", str(checkpoints("bert")), "--task",
+                   "token-classification", "--atol", "1e-5", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "for token-classification (given with --task)" in proc.stdout
+    assert "1e-05" in proc.stdout
+    assert _dims(out / "model.onnx")["logits"][:2] == ["batch_size", "sequence_length"]
+
+
+@pytest.mark.parametrize("name", ["t5", "bart", "whisper"])
+def test_seq2seq(name: str, exported: Any) -> None:
+    out, _ = _check_run(name, exported)
+    files = {p.name for p in out.iterdir()}
+    assert {"encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx",
+            "config.json", "generation_config.json"} <= files
+    dec = _dims(out / "decoder_model.onnx")
+    past = _dims(out / "decoder_with_past_model.onnx")
+    assert dec["input_ids"] == ["batch_size", "decoder_sequence_length"]
+    assert "present.1.encoder.value" in dec and "present.1.encoder.value" not in past
+    assert past["past_key_values.0.decoder.key"][2] == "past_decoder_sequence_length"
+    assert past["present.0.decoder.key"][2] == ("past_decoder_sequence_length + "
+                                                "decoder_sequence_length")
+    if name != "whisper":
+        assert _dims(out / "encoder_model.onnx")["input_ids"] == ["batch_size",
+                                                                  "encoder_sequence_length"]
+        assert past["past_key_values.1.encoder.key"][2] == "encoder_sequence_length"
