@@ -235,8 +235,6 @@ def test_output_names_longer_than_an_exported_programs_outputs(dest: Path) -> No
     assert "the ExportedProgram returns 2 outputs" in str(error)
 
 
-@pytest.mark.xfail(reason="needs _api.py to pass output_names to capture() "
-                          "(capture(..., output_names=output_names))", strict=False)
 def test_output_names_longer_than_the_outputs(tmp_path: Path, dest: Path) -> None:
     # torch.onnx: the dynamo flavour accepts it silently, the TorchScript one refuses it.
     assert _torch_onnx(tmp_path, nn.Linear(4, 3), (X,), output_names=["a", "b"]) == "ok"
@@ -305,11 +303,8 @@ def test_destination_that_is_a_directory_or_no_file(tmp_path: Path, no_capture: 
     # argument for that flavour), and is kept.
     ({"dynamo": False, "dynamic_shapes": {"input": {0: "b"}}}, "ValueError", TypeError,
      "dynamo=False takes dynamic_axes, not dynamic_shapes"),
-    ({"dynamo": False, "verify": True}, "ok", TypeError, "verify only applies to dynamo=True"),
-    ({"dynamo": False, "report": True, "profile": True}, "ok", TypeError,
-     "report, profile only apply to dynamo=True"),
-    ({"dynamo": False, "custom_translation_table": {torch.ops.aten.relu.default: abs}}, "ok",
-     TypeError, "custom_translation_table only applies to dynamo=True"),
+    ({"dynamo": False, "fallback": True}, "TypeError", TypeError,
+     "with dynamo=False there is nothing to fall back from"),
     ({"dynamo": False, "export_modules_as_functions": True, "opset_version": 13}, "ValueError",
      ValueError, "export_modules_as_functions needs opset_version >= 15"),
 ])
@@ -318,6 +313,22 @@ def test_options_that_exclude_each_other(tmp_path: Path, dest: Path, options: di
                                          words: str) -> None:
     assert _torch_onnx(tmp_path, nn.Linear(4, 3), (X,), **options) == torch_onnx
     assert words in str(_refused(dest, error, nn.Linear(4, 3), (X,), **options))
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"verify": True}, "verify only applies to dynamo=True"),
+    ({"report": True, "profile": True}, "report, profile only apply to dynamo=True"),
+    ({"custom_translation_table": {torch.ops.aten.relu.default: abs}},
+     "custom_translation_table only applies to dynamo=True"),
+])
+def test_dynamo_options_with_dynamo_false_warn(tmp_path: Path, options: dict[str, Any],
+                                               words: str) -> None:
+    """torch.onnx ignores them with dynamo=False; code written for it keeps working."""
+    assert _torch_onnx(tmp_path, nn.Linear(4, 3), (X,), dynamo=False, **options) == "ok"
+    path = tmp_path / "ours.onnx"
+    with pytest.warns(UserWarning, match=words):
+        onnxport.export(nn.Linear(4, 3), (X,), path, dynamo=False, **options)
+    assert path.exists()
 
 
 def test_external_data_into_a_file_object(tmp_path: Path, no_capture: None) -> None:

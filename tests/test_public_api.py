@@ -17,7 +17,7 @@ DOCUMENTED_TORCHSCRIPT = {  # ../shared/reference/003 (TorchScript-based exporte
     "is_in_onnx_export",
 }
 TORCH_2_13 = {"InputObserver", "ExportableModule"}  # torch.onnx 2.13 (docs/compat.md)
-OURS = {"register", "errors", "CaptureError", "PassError",
+OURS = {"register", "errors", "CaptureError", "ForwardError", "UnsupportedOutputError", "PassError",
         "TranslationError", "VerificationError"}
 
 

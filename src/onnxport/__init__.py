@@ -23,10 +23,12 @@ from onnxport.capture.torchscript import OperatorExportTypes, TrainingMode
 from onnxport.errors import (
     CaptureError,
     CheckerError,
+    ForwardError,
     OnnxExporterError,
     PassError,
     TranslationError,
     UnsupportedOperatorError,
+    UnsupportedOutputError,
     VerificationError,
 )
 from onnxport.exportable import ExportableModule
@@ -69,6 +71,8 @@ __all__ = [
     "errors",
     "OnnxExporterError",
     "CaptureError",
+    "ForwardError",
+    "UnsupportedOutputError",
     "CheckerError",
     "PassError",
     "TranslationError",

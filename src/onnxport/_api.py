@@ -202,7 +202,8 @@ def _export_dynamo(
                 captured = capture(model, inputs.args, inputs.kwargs,
                                    dynamic_shapes=inputs.dynamic_shapes,
                                    has_translation=lambda t: table.lookup(t, opset) is not None,
-                                   size_oblivious=_warn_size_one(inputs))
+                                   size_oblivious=_warn_size_one(inputs),
+                                   output_names=output_names)
             run.captured(captured, dynamic_shapes if dynamic_shapes is not None
                          else inputs.dynamic_shapes)
             if dump_exported_program:

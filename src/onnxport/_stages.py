@@ -89,8 +89,11 @@ class ExportRun:
             self.diagnostics.log("OPX003", logging.WARNING,
                                  "the whole program was re-traced by run_decompositions")
         if captured.refined_dynamic_shapes is not None:
+            why = captured.refined_because.replace(
+                "torch.export could not keep the input dimensions dynamic as dynamic_shapes "
+                "asks:\n", "")
             message = (f"torch.export rejected dynamic_shapes and suggested fixes; they were "
-                       f"applied and the export retried. The spec that worked:\n"
+                       f"applied and the export retried.\n{why}\nThe spec that worked:\n"
                        f"  dynamic_shapes={spec_source(captured.refined_dynamic_shapes)}\n"
                        f"(was {spec_source(dynamic_shapes)})")
             self.diagnostics.log("OPX010", logging.WARNING, message)

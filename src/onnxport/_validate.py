@@ -10,6 +10,7 @@ the captured model (the number of outputs) live with capture (`capture/dynamo.py
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -182,10 +183,13 @@ def check_export_arguments(
     if not dynamo:
         given = [k for k, default in _DYNAMO_ONLY.items()
                  if k in dynamo_only and dynamo_only[k] not in (default, None)]
+        if "fallback" in given:
+            raise TypeError("fallback=True falls back to dynamo=False when dynamo=True fails; "
+                            "with dynamo=False there is nothing to fall back from")
         if given:
-            raise TypeError(f"{', '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} "
-                            f"to dynamo=True; the TorchScript flavour (dynamo=False) has no "
-                            f"such option")
+            # torch.onnx ignores them with dynamo=False; code written for it must keep working.
+            warnings.warn(f"{', '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} to "
+                          f"dynamo=True; ignored with dynamo=False", UserWarning, stacklevel=3)
     from onnxport.capture.dynamic_shapes import split_trailing_kwargs
 
     exportable = any(c.__name__ == "ExportableModule" for c in type(model).__mro__)

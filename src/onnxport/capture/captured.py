@@ -30,6 +30,7 @@ class Captured:
     decompose_seconds: float = 0.0
     retraced: bool = False
     refined_dynamic_shapes: Any = None
+    refined_because: str = ""
 
     @property
     def graph(self) -> torch.fx.Graph:

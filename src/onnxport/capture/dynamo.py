@@ -88,7 +88,7 @@ def capture(
     """
     attempts: list[CaptureAttempt] = []
     start = time.perf_counter()
-    refined = None
+    refined, why = None, ""
     if isinstance(model, torch.export.ExportedProgram):
         program = model
         strategy = "exported-program"
@@ -100,7 +100,7 @@ def capture(
         for name in strategies:
             t0 = time.perf_counter()
             try:
-                program, refined = _export_refining(module, args, kwargs, dynamic_shapes,
+                program, refined, why = _export_refining(module, args, kwargs, dynamic_shapes,
                                                     strict=(name == "strict"),
                                                     size_oblivious=size_oblivious)
             except Exception as e:  # noqa: BLE001  (every failure is recorded and reported)
@@ -136,6 +136,7 @@ def capture(
     seconds = time.perf_counter() - start
     captured = Captured(program, strategy, attempts, seconds=seconds)
     captured.refined_dynamic_shapes = refined
+    captured.refined_because = why if refined is not None else ""
     if has_translation is not None:
         # Never edit a program the caller handed us; run_decompositions returns a new one.
         _decompose_untranslated(captured, has_translation,
@@ -145,9 +146,10 @@ def capture(
 
 def _export_refining(module: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any] | None,
                      dynamic_shapes: Any, *, strict: bool, size_oblivious: bool
-                     ) -> tuple[torch.export.ExportedProgram, Any]:
+                     ) -> tuple[torch.export.ExportedProgram, Any, str]:
     """torch.export.export; on a constraint violation with suggested fixes, apply them and
-    retry once. Returns the program and the refined spec (None if the first try worked)."""
+    retry once. Returns the program, the refined spec (None if the first try worked) and
+    why the spec was refined (which dims, what the model needs)."""
     def run(spec: Any) -> torch.export.ExportedProgram:
         # Static shapes need no loop-shaped RNN kernels (the stock ones are cheaper).
         rnns = loop_shaped_rnns() if dynamic_shapes is not None else contextlib.nullcontext()
@@ -158,7 +160,7 @@ def _export_refining(module: torch.nn.Module, args: Sequence[Any], kwargs: dict[
                                        dynamic_shapes=spec, strict=strict)
 
     try:
-        return run(dynamic_shapes), None
+        return run(dynamic_shapes), None, ""
     except torch._dynamo.exc.UserError as e:
         message = getattr(e, "msg", str(e))
         if dynamic_shapes is None or "Suggested fixes" not in message:
@@ -169,7 +171,7 @@ def _export_refining(module: torch.nn.Module, args: Sequence[Any], kwargs: dict[
         except Exception:  # noqa: BLE001  (no usable fix: the original error stands)
             raise e from None
         try:
-            return run(refined), refined
+            return run(refined), refined, explain_constraint_violation(e, dynamic_shapes)
         except Exception:  # noqa: BLE001  (the refined spec failed too: report the first error)
             raise e from None
 
