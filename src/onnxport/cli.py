@@ -123,7 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `onnxport` console script."""
     parser = argparse.ArgumentParser(prog="onnxport", description="Export PyTorch models to ONNX.")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("export", help="export a model")
+    from onnxport.tasks import cli as tasks_cli
+
+    p = sub.add_parser("export", help="export a model, or a checkpoint folder by task",
+                       epilog=tasks_cli.EXPORT_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("factory", nargs="?", help="PACKAGE.MODULE:FACTORY returning (model, args[, kwargs])")
     p.add_argument("--example", help="a built-in example: mlp, cnn, transformer")
     p.add_argument("-o", "--output", help="the .onnx file to write")
@@ -131,9 +135,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--verify", action="store_true", help="compare ONNX Runtime with eager PyTorch")
     p.add_argument("--report", action="store_true", help="write a markdown report")
     p.add_argument("--no-optimize", action="store_true", help="skip the optimization passes")
+    tasks_cli.add_export_options(p)
+    tasks_cli.add_inspect_parser(sub)
+    tasks_cli.add_verify_parser(sub)
     ns = parser.parse_args(argv)
+    if ns.command == "inspect":
+        return tasks_cli.run_inspect(ns)
+    if ns.command == "verify":
+        with _quiet_torch_logs():
+            return tasks_cli.run_verify(ns)
     if ns.command != "export":
         return EXIT_USAGE
+    if ns.model:  # export --model CHECKPOINT_DIR OUTPUT_DIR
+        if ns.example:
+            raise SystemExit("onnxport: give either --model CHECKPOINT_DIR or --example, not both")
+        with _quiet_torch_logs():
+            return tasks_cli.run_export(ns, ns.factory or ns.output)
     try:
         return _export(ns)
     except _Failure as e:

@@ -26,7 +26,7 @@ import pytest
 from tests.cli_tasks.checkpoints import save_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "onnxport.tasks.cli"]
+CLI = [sys.executable, "-m", "onnxport.cli"]
 CLIENT_REQUIREMENTS = ["optimum-onnx==0.1.*", "onnxruntime-genai==0.18.*",
                        "transformers>=4.57,<4.58"]
 CLIENT_SCRIPT = Path(__file__).with_name("client.py")

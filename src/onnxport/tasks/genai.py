@@ -15,9 +15,11 @@ from typing import Any
 __all__ = ["GENAI_MODEL_TYPES", "genai_config", "write_genai_config"]
 
 # model_type values onnxruntime-genai accepts; the decoder-only loop is the same for all of
-# them, so another decoder-only type (falcon) is declared as "llama".
-GENAI_MODEL_TYPES = {"gemma", "gemma2", "gpt2", "granite", "llama", "mistral", "olmo", "phi",
-                     "phi3", "qwen2", "qwen3"}
+# them, so another decoder-only type is declared as "llama": falcon (genai has no such type)
+# and gpt2 (genai's "gpt2" type reads other input names and fails with "Model input was not
+# found").
+GENAI_MODEL_TYPES = {"gemma", "gemma2", "granite", "llama", "mistral", "olmo", "phi", "phi3",
+                     "qwen2", "qwen3"}
 
 
 def _first(value: Any) -> Any:
