@@ -23,23 +23,17 @@ _VIEW_INPLACE = ("onnxport/torchscript: an in-place op on a view (flatten/permut
                  "intermediate) is not seen through the view's base, which is also an output: "
                  "silent mismatch; torch.onnx's TorchScript flavour gives the same wrong values "
                  "(translate/torchscript.py, alias tracking of traced in-place ops)")
-_ZERO_BATCH = ("onnxport/torchscript/dynamic: with dynamic_axes on dim 0 and an example of "
-               "batch 0, the traced shape arithmetic is folded to constants (Reshape to [0, 1], "
-               "Where on [0, ...]) and the model fails at any other batch; torch.onnx exports "
-               "it dynamic (capture/torchscript.py find_dynamic_dims)")
 REGRESSIONS: dict[int, str] = {
     109: _VIEW_INPLACE,
     320: _VIEW_INPLACE,
-    250: _ZERO_BATCH,
-    260: _ZERO_BATCH,
-    339: _ZERO_BATCH,
-    391: _ZERO_BATCH,
-    1104: _ZERO_BATCH + "; here x + x.shape[0] adds the constant 0 at batch 3 (silent)",
 }
 # Seeds that failed once and were fixed: run as ordinary cases.
 # 2, 23, 357, 381: the CaptureError for a model not generic in dim 0 named no op or source
 # line (fixed by ForwardError, which names the user's source line).
-FIXED: list[int] = [2, 23, 357, 381]
+# 250, 260, 339, 391, 1104: TorchScript flavour, dynamic_axes on dim 0 with an example of
+# batch 0: shape arithmetic was folded to constants (find_dynamic_dims now traces an empty dim
+# again at size 2 instead of doubling it).
+FIXED: list[int] = [2, 23, 357, 381, 250, 260, 339, 391, 1104]
 
 TIMEOUT = 60.0
 

@@ -544,3 +544,20 @@ def test_bert_dict_args_and_dict_output_dynamic_axes() -> None:
         last, pooled = _run(proto, ids, mask)
         torch.testing.assert_close(last, expected.last_hidden_state)
         torch.testing.assert_close(pooled, expected.pooler_output)
+
+
+def test_dynamic_axes_with_an_empty_example_dim(tmp_path: Any) -> None:
+    """A batch-0 example: the batch must stay dynamic, not fold to 0 (fuzz seed 1104)."""
+    import onnxruntime as ort
+
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.flatten(1) + x.shape[0]
+
+    path = str(tmp_path / "m.onnx")
+    onnxport.export(Model(), (torch.randn(0, 2, 3),), path, dynamo=False, input_names=["x"],
+                    dynamic_axes={"x": {0: "batch"}})
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    x = torch.randn(3, 2, 3)
+    (out,) = session.run(None, {"x": x.numpy()})
+    torch.testing.assert_close(torch.from_numpy(out), Model()(x))

@@ -207,7 +207,7 @@ def find_dynamic_dims(captured: ScriptCaptured, axes: dict[int, set[int]]) -> No
     """Mark which dims of every traced value follow the dynamic input dims.
 
     The model is traced again with each dynamic input dim doubled (the example repeated along
-    it); a value's dim that changed between the two traces is dynamic. When the second trace
+    it; an empty dim becomes 2); a value's dim that changed between the two traces is dynamic. When the second trace
     differs in structure (or fails), `dynamic_dims` stays None: every dim counts as dynamic.
     """
     if captured.retrace is None or not axes:
@@ -215,8 +215,13 @@ def find_dynamic_dims(captured: ScriptCaptured, axes: dict[int, set[int]]) -> No
     grown = []
     for i, t in enumerate(captured.example_inputs):
         for axis in sorted(axes.get(i, ())):
-            if axis < t.dim() and t.shape[axis] > 0:
+            if axis >= t.dim():
+                continue
+            if t.shape[axis] > 0:
                 t = torch.cat([t, t], dim=axis)
+            else:
+                # An empty example dim cannot grow by repetition: trace at size 2 (zeros).
+                t = t.new_zeros([*t.shape[:axis], 2, *t.shape[axis + 1:]])
         grown.append(t)
     try:
         other = captured.retrace(grown)
