@@ -24,6 +24,8 @@ from onnx_ir.tensor_adapters import TorchTensor
 from onnxport import _dtypes
 from onnxport import _serialize
 from onnxport.errors import OnnxExporterError
+from onnxport import weights as _weights
+from onnxport.passes.pretranspose_weights import as_stored, transposed_weights
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -144,6 +146,8 @@ class ONNXProgram:
         include_initializers: bool = True,
         keep_initializers_as_inputs: bool = False,
         external_data: bool | None = None,
+        external_data_max_shard_bytes: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
         """Save the model, atomically: nothing is left at `destination` if saving fails.
 
@@ -159,7 +163,19 @@ class ONNXProgram:
             include_initializers: Whether to store the weights.
             keep_initializers_as_inputs: Whether to list the weights as graph inputs too.
             external_data: Store the weights in `<destination>.data` beside the model.
-                None: only when the weights exceed 2 GB.
+                None: only when the weights exceed 2 GB (or a shard size is given).
+            external_data_max_shard_bytes: Split the external data into files
+                `<destination>-0000i-of-0000N.data` of at most this many bytes each (a
+                larger tensor gets a file of its own). None: one `.data` file.
+            progress: Called as `progress(bytes_written, total_bytes)` after each weight
+                written to external data.
+
+        External data is streamed: each weight is read (from its tensor's memory, or from
+        the memory-mapped checkpoint `apply_weights` attached) and written in large
+        sequential writes, one weight in memory at a time. Tensors of 64 KiB or more start at
+        64 KiB-aligned offsets (runtimes can memory-map them), and the CRC-32 of every data
+        file is recorded in the model's metadata (`pkg.onnxport.external_data_crc32`;
+        check it with `onnxport.weights.verify_external_data(path)`).
 
         Saving to a path is atomic for the model and its `.data` file together: they are
         written in full to a staging folder beside `destination`, then renamed into place. If
@@ -176,6 +192,11 @@ class ONNXProgram:
         is_path = isinstance(destination, (str, os.PathLike))
         if include_initializers:
             self._check_weights("save the weights")
+        if external_data_max_shard_bytes is not None:
+            if external_data_max_shard_bytes <= 0:
+                raise ValueError("external_data_max_shard_bytes must be positive")
+            if external_data is None:
+                external_data = include_initializers
         if external_data and not is_path:
             raise TypeError("external_data=True needs a file path as destination, not a file object")
         with self._save_view(include_initializers, keep_initializers_as_inputs):
@@ -187,7 +208,8 @@ class ONNXProgram:
                 check_external_data(self.model)
                 _serialize.write_model(self.model, destination)  # type: ignore[arg-type]
                 return
-            _save_atomically(self.model, os.fspath(destination), bool(external_data))
+            _save_atomically(self.model, os.fspath(destination), bool(external_data),
+                             max_shard_bytes=external_data_max_shard_bytes, progress=progress)
 
     @contextlib.contextmanager
     def _save_view(self, include_initializers: bool, keep_as_inputs: bool) -> Iterator[None]:
@@ -210,46 +232,89 @@ class ONNXProgram:
 
     # -- weights -------------------------------------------------------------------------
     def _check_weights(self, purpose: str) -> None:
-        missing = [name for name, v in self.model.graph.initializers.items() if v.const_value is None]
+        missing = [name for name, v in self.model.graph.initializers.items()
+                   if not _holds_data(v.const_value)]
         if missing:
             shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
             raise OnnxExporterError(
                 f"cannot {purpose}: {len(missing)} weights have no data ({shown}); the model was "
-                "exported in fake mode. Call apply_weights(state_dict) first, or save with "
-                "include_initializers=False")
+                "exported in fake mode or on the meta device. Call apply_weights(state_dict or "
+                "checkpoint path, module=model) first, or save with include_initializers=False")
 
-    def apply_weights(self, state_dict: Mapping[str, torch.Tensor | ir.TensorProtocol]) -> None:
+    def apply_weights(
+        self,
+        state_dict: Mapping[str, torch.Tensor | ir.TensorProtocol] | str | os.PathLike[str]
+        | torch.nn.Module,
+        *,
+        dtype: torch.dtype | str | None = None,
+        module: torch.nn.Module | None = None,
+        strict: bool = False,
+    ) -> _weights.WeightsReport:
         """Attach (or replace) weights by their state_dict names, e.g. after fake mode.
 
-        Values are torch tensors, or onnx_ir tensors (an `onnx_ir.ExternalTensor` reads
-        its data lazily, from a file that must be inside its folder).
+        `state_dict` is a mapping of names to torch tensors or onnx_ir tensors (an
+        `onnx_ir.ExternalTensor` reads its data lazily, from a file that must be inside its
+        folder), a real `nn.Module` (its state_dict and non-persistent buffers), or a
+        checkpoint path: a safetensors file, a folder of sharded safetensors with
+        `model.safetensors.index.json`, or a `torch.save` file (read with
+        `weights_only=True`). Checkpoint files are not read here, only their headers: each
+        weight is read from the memory-mapped file when `save` streams it to disk (see
+        `onnxport.weights`).
+
+        Args:
+            dtype: Convert floating-point checkpoint tensors to this dtype as they are read
+                (tensor by tensor, at save time); "auto" converts each to the dtype the
+                model declares for it. None: dtypes must match the model's.
+            module: The model that was exported (a fake or meta-device one is fine). With
+                it, non-persistent buffers that checkpoints never hold (a rotary
+                embedding's `inv_freq`) are computed on the CPU by constructing their
+                submodule again, and tied weights are read under any of their names.
+            strict: Also refuse checkpoint tensors the model does not use.
+
+        Names are matched exactly. A model weight the checkpoint lacks is an error unless
+        it is found under a tied name, computed (above), or already has data (it is then
+        kept: a partial update). A checkpoint tensor the model does not use is fine (a tied
+        duplicate, a weight the export folded away, an unused head) and is listed in the
+        report, unless `strict=True`.
+
+        Returns:
+            A `WeightsReport`: weights applied, aliased, computed, kept, unused, converted.
 
         Raises:
-            OnnxExporterError: a tensor's dtype or shape differs from the model's.
+            WeightsMismatchError (an OnnxExporterError): missing weights, unused ones with
+                `strict=True`, or shapes and dtypes that differ; every problem is listed,
+                with the unmatched names on each side. Nothing is changed then.
             ExternalDataError: an external tensor's location leaves its folder.
         """
         initializers = self.model.graph.initializers
-        for name, tensor in state_dict.items():
+        stored_transposed = transposed_weights(self.model)
+        ir_tensors: dict[str, ir.TensorProtocol] = {}
+        source: Any = state_dict
+        if isinstance(state_dict, Mapping):
+            ir_tensors = {k: v for k, v in state_dict.items()
+                          if not isinstance(v, torch.Tensor) and isinstance(v, ir.TensorProtocol)}
+            source = {k: v for k, v in state_dict.items() if k not in ir_tensors}
+        if isinstance(state_dict, torch.nn.Module) and module is None:
+            module = state_dict
+        checkpoint = _weights.open_checkpoint(source)
+        expected = {
+            name: _weights._Expected(value.dtype, tuple(value.shape) if value.shape is not None
+                                     else None, _holds_data(value.const_value) or name in ir_tensors,
+                                     name in stored_transposed)
+            for name, value in initializers.items()}
+        assignments, report = _weights.match_weights(expected, checkpoint, dtype=dtype,
+                                                     module=module, strict=strict)
+        for name, tensor in ir_tensors.items():
             value = initializers.get(name)
             if value is None:
+                report.unused.append(name)
                 continue
-            if not isinstance(tensor, torch.Tensor) and isinstance(tensor, ir.TensorProtocol):
-                self._apply_ir_tensor(value, name, tensor)
-                continue
-            tensor = tensor.detach()
-            if tensor.is_complex():
-                # Complex weights are stored as real (..., 2) pairs (see ONNXProgram).
-                tensor = torch.view_as_real(tensor.resolve_conj())
-            expected = value.shape
-            if expected is not None and tuple(expected) != tuple(tensor.shape):
-                raise OnnxExporterError(
-                    f"apply_weights: '{name}' has shape {tuple(tensor.shape)}, the model expects "
-                    f"{tuple(expected)}")
-            if value.dtype is not None and value.dtype != _dtypes.to_ir(tensor.dtype):
-                raise OnnxExporterError(
-                    f"apply_weights: '{name}' has dtype {tensor.dtype}, the model expects {value.dtype}")
-            value.const_value = TorchTensor(tensor, name=name)
+            self._apply_ir_tensor(value, name, as_stored(self.model, name, tensor))
+            report.applied.append(name)
+        for name, tensor in assignments.items():
+            initializers[name].const_value = tensor
         self.release()
+        return report
 
     def _apply_ir_tensor(self, value: ir.Value, name: str, tensor: ir.TensorProtocol) -> None:
         if isinstance(tensor, ir.ExternalTensor) and tensor.location != _DETACHED:
@@ -619,7 +684,18 @@ def _weights_bytes(model: ir.Model) -> int:
     return total
 
 
-def _save_atomically(model: ir.Model, path: str, external_data: bool) -> None:
+def _holds_data(tensor: Any) -> bool:
+    """Whether a weight's tensor has values (not None, not a fake or meta torch tensor)."""
+    if tensor is None:
+        return False
+    if isinstance(tensor, TorchTensor) and isinstance(tensor.raw, torch.Tensor):
+        return _weights.has_data(tensor.raw)
+    return True
+
+
+def _save_atomically(model: ir.Model, path: str, external_data: bool, *,
+                     max_shard_bytes: int | None = None,
+                     progress: Callable[[int, int], None] | None = None) -> None:
     """Write `model` (and its external data) to `path` as one unit, or change nothing.
 
     Everything is written and flushed to disk in a staging directory beside `path` first;
@@ -633,19 +709,23 @@ def _save_atomically(model: ir.Model, path: str, external_data: bool) -> None:
     base = os.path.basename(path)
     data_name = f"{base}.data"
     check_external_data(model)
+    data_files: list[str] = []
     staging = tempfile.mkdtemp(prefix=f".{base}.", dir=directory)
     try:
         staged = os.path.join(staging, base)
         if external_data:
-            _serialize.write_model_external(model, staged, data_name)
+            options: dict[str, Any] = {}
+            if max_shard_bytes is not None:
+                options["max_shard_bytes"] = max_shard_bytes
+            if progress is not None:
+                options["progress"] = progress
+            data_files = _serialize.write_model_external(model, staged, data_name, **options)
         else:
             with open(staged, "wb") as fh:
                 _serialize.write_model(model, fh)
-        names = [base]
-        if external_data and os.path.exists(os.path.join(staging, data_name)):
-            names.insert(0, data_name)
-        for name in names:
-            _fsync(os.path.join(staging, name))
+        # The data files were flushed to disk as they were written.
+        names = [*data_files, base]
+        _fsync(os.path.join(staging, base))
         _commit(staging, directory, names)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
