@@ -14,7 +14,7 @@ import onnxruntime as ort
 import torch
 
 import onnxport
-from onnxport.passes import default_passes, fusion_passes, run_passes
+from onnxport.passes import PretransposeWeightsPass, default_passes, fusion_passes, run_passes
 
 
 class Wrap(torch.nn.Module):
@@ -29,10 +29,11 @@ class Wrap(torch.nn.Module):
 
 
 def unfused(model: torch.nn.Module, args: tuple[Any, ...], opset: int = 18) -> onnxport.ONNXProgram:
-    """`model` exported and optimized by the default passes minus every fusion pass."""
+    """`model` exported and optimized by the default passes minus every fusion pass (and minus
+    PretransposeWeightsPass, so a Linear's Transpose(W) is still there)."""
     model.eval()
     program = onnxport.export(model, args, opset_version=opset, optimize=False)
-    fusions = {type(p) for p in fusion_passes()}
+    fusions = {type(p) for p in fusion_passes()} | {PretransposeWeightsPass}
     run_passes(program.model, [p for p in default_passes() if type(p) not in fusions])
     return program
 

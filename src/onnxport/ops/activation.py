@@ -97,10 +97,11 @@ def aten_gelu(g: GraphBuilder, self: Tensor, *, approximate: str = "none") -> Te
         inner = g.op("Add", self, g.op("Mul", cube, g.const(0.044715, like=self)))
         inner = g.op("Mul", inner, g.const(math.sqrt(2 / math.pi), like=self))
         gate = g.op("Add", one, g.op("Tanh", inner))
-    else:
-        # 0.5 * x * (1 + erf(x / sqrt(2)))
-        gate = g.op("Add", one, g.op("Erf", g.op("Mul", self, g.const(math.sqrt(0.5), like=self))))
-    return g.op("Mul", g.op("Mul", self, half), gate)
+        return g.op("Mul", g.op("Mul", self, half), gate)
+    # (x * (erf(x / sqrt(2)) + 1)) * 0.5: Div -> Erf -> Add -> Mul -> Mul is the form ONNX
+    # Runtime's GeluFusion turns into its one-kernel Gelu (it does not match Mul by 1/sqrt(2)).
+    gate = g.op("Add", g.op("Erf", g.op("Div", self, g.const(math.sqrt(2.0), like=self))), one)
+    return g.op("Mul", g.op("Mul", self, gate), half)
 
 
 @register(aten.gelu.default, since_opset=20)

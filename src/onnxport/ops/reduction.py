@@ -108,14 +108,28 @@ def aten_nansum(g: GraphBuilder, self: Tensor, dim: Sequence[int] | None = None,
     return _sum(g, x, dim, keepdim, rank(self))
 
 
+def _static_count(x: Tensor, axes: Sequence[int] | None) -> int | None:
+    """How many elements each output element reduces over, when the shape says it."""
+    if x.shape is None:
+        return None
+    dims = list(x.shape) if axes is None else [x.shape[a] for a in axes]
+    return math.prod(dims) if all(isinstance(d, int) for d in dims) else None
+
+
 def _mean(g: GraphBuilder, x: Tensor, dims: Any, keepdim: bool) -> Tensor:
     out = g.out_dtype()
+    # ATen's CPU mean of float16/bfloat16 sums in float32, divides, and rounds once to the
+    # half type: computed in float32 and cast, as here.
     compute = _float_compute(out)
     axes = _axes(dims, rank(x))
-    count = _reduced_count(g, x, axes, compute)
-    # sum / count rather than ReduceMean: ORT gives 0 for an empty slice, torch NaN
-    total = _reduce(g, "ReduceSum", cast(g, x, compute), axes, keepdim)
-    return cast(g, g.op("Div", total, count), out)
+    count = _static_count(x, axes)
+    x = cast(g, x, compute)
+    if count:
+        # One ReduceMean when the slices are known not to be empty (ORT's ReduceMean gives 0
+        # for an empty slice, torch NaN).
+        return cast(g, _reduce(g, "ReduceMean", x, axes, keepdim), out)
+    total = _reduce(g, "ReduceSum", x, axes, keepdim)
+    return cast(g, g.op("Div", total, _reduced_count(g, x, axes, compute)), out)
 
 
 @register(aten.mean.default)

@@ -9,22 +9,33 @@ import onnx_ir.passes.common as common
 
 from onnxport.errors import PassError
 from onnxport.passes.fold_constants import FoldConstantsPass
+from onnxport.passes.fuse_attention import FuseAttentionPass
 from onnxport.passes.fuse_gelu import FuseGeluPass
 from onnxport.passes.fuse_gemm import FuseGemmPass
 from onnxport.passes.fuse_layer_norm import FuseLayerNormPass
 from onnxport.passes.fuse_rms_norm import FuseRMSNormPass
+from onnxport.passes.pretranspose_weights import PretransposeWeightsPass, transposed_weights
 
 
 def fusion_passes() -> list[ir.passes.PassBase]:
     """Every fusion pass, in the order they run (the default list runs those that pay off)."""
-    return [FuseLayerNormPass(), FuseRMSNormPass(), FuseGeluPass(), FuseGemmPass()]
+    return [FuseLayerNormPass(), FuseRMSNormPass(), FuseGeluPass(), FuseAttentionPass(),
+            FuseGemmPass()]
 
 
 # The fusions `default_passes()` runs: those that made ONNX Runtime (CPU) measurably faster in
 # benchmarks/bench_latency.py --ablation (docs/benchmarks.md, "ORT latency and fusion passes"):
 # LayerNorm -15%, RMSNorm -16%, GELU -12% on blocks that use them. FuseGemmPass is left out:
 # ORT fuses MatMul + Add into Gemm itself, and its ORT latency did not change beyond the noise.
-DEFAULT_FUSIONS = (FuseLayerNormPass, FuseRMSNormPass, FuseGeluPass)
+DEFAULT_FUSIONS = (FuseLayerNormPass, FuseRMSNormPass, FuseGeluPass, FuseAttentionPass)
+
+
+# PretransposeWeightsPass is not in the default list: a weight stored transposed keeps its
+# state_dict name with the transposed shape, which breaks the contract that every parameter is
+# an initializer of its state_dict name *and shape* (tests/models/test_small_models.py), and
+# ONNX Runtime folds Transpose(initializer) at session load anyway (no latency change). Run it
+# explicitly (`run_passes(program.model, [PretransposeWeightsPass()])`) for a smaller file;
+# `ONNXProgram.apply_weights` transposes the weights it lists.
 
 
 def default_passes() -> list[ir.passes.PassBase]:
@@ -67,5 +78,6 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase] | None = No
 
 
 PassFactory = Callable[[], ir.passes.PassBase]
-__all__ = ["FoldConstantsPass", "FuseGeluPass", "FuseGemmPass", "FuseLayerNormPass",
-           "FuseRMSNormPass", "cleanup_passes", "default_passes", "fusion_passes", "run_passes"]
+__all__ = ["FoldConstantsPass", "FuseAttentionPass", "FuseGeluPass", "FuseGemmPass", "FuseLayerNormPass",
+           "FuseRMSNormPass", "PretransposeWeightsPass", "cleanup_passes", "default_passes",
+           "fusion_passes", "run_passes", "transposed_weights"]

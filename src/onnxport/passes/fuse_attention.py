@@ -1,0 +1,360 @@
+"""FuseAttentionPass: scaled dot-product attention written out in elementary ops, and the
+head reshapes around it, found in the graph.
+
+At opset >= 23 (ONNX `Attention`):
+
+1. **Eager attention -> Attention.** Matched on 4-D (batch, heads, seq, head_size) float32
+   tensors, whichever module wrote it:
+
+       S = MatMul(Q [* s1], Transpose(K, perm=[0, 1, 3, 2]) [* s2])  [* c | / c]
+       S = S + mask (float, of S's shape after broadcasting)  |  Where(bool mask, S, -inf)
+       P = Softmax(S, axis=-1)   [then Where(IsNaN(P), 0, P), with a boolean mask]
+       Y = MatMul(P, V)
+
+   -> `Attention(Q, K, V, mask, scale=s1*s2*c)`. ONNX's boolean mask has torch's convention
+   (True attends) and gives a zero row where every key is masked, which is what the
+   IsNaN/Where after the Softmax computes.
+2. **Grouped heads.** A K or V input that is `repeat_kv` (Unsqueeze at axis 2 -> Expand of
+   that axis to n -> Reshape merging it into the heads) is replaced by the unrepeated tensor:
+   Attention repeats kv heads itself, each kv head serving n consecutive query heads, the
+   order `repeat_kv` and `repeat_interleave` produce.
+3. **3-D inputs.** When Q, K and V are each `Transpose(Reshape(x, [B, S, H, D]),
+   perm=[0, 2, 1, 3])` of a 3-D x, Attention takes the x's with `q_num_heads` /
+   `kv_num_heads`; when its output is then `Reshape(Transpose(Y, perm=[0, 2, 1, 3]),
+   [B, S, H * D])`, its 3-D output replaces that Reshape. Eight nodes a layer fewer.
+
+At every opset: two Transposes in a row (the head split followed by attention's K
+transpose) become one with the composed permutation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx_ir as ir
+
+from onnxport.passes import _fusion as f
+
+_KT = [0, 1, 3, 2]
+_HEADS = [0, 2, 1, 3]
+
+
+def _perm(node: ir.Node | None) -> list[int] | None:
+    if node is None:
+        return None
+    attr = node.attributes.get("perm")
+    return list(attr.as_ints()) if attr is not None else None
+
+
+def _single(value: ir.Value | None) -> bool:
+    return value is not None and not value.is_graph_output() and len(value.uses()) == 1
+
+
+def _same_dims(a: ir.Value | None, b: ir.Value | None, axes: range) -> bool:
+    if a is None or b is None or a.shape is None or b.shape is None:
+        return False
+    for i in axes:
+        x, y = a.shape[i], b.shape[i]
+        if not (isinstance(x, int) and isinstance(y, int) and x == y) and \
+                not (not isinstance(x, int) and not isinstance(y, int) and x.value is not None
+                     and x.value == y.value):
+            return False
+    return True
+
+
+def _scaled(value: ir.Value | None) -> tuple[ir.Value | None, float, list[ir.Node]]:
+    """`value` as Mul(v, c) / Mul(c, v) / Div(v, c) by a scalar constant: (v, factor, nodes)."""
+    node = f.producer(value, "Mul", "Div")
+    if node is None or not _single(value):
+        return value, 1.0, []
+    if node.op_type == "Div":
+        c = f.scalar(node.inputs[1])
+        return (node.inputs[0], 1.0 / c, [node]) if c else (value, 1.0, [])
+    for a, b in ((0, 1), (1, 0)):
+        c = f.scalar(node.inputs[b])
+        if c is not None and f.constant(node.inputs[a]) is None:
+            return node.inputs[a], c, [node]
+    return value, 1.0, []
+
+
+@dataclass
+class _Eager:
+    q: ir.Value
+    k: ir.Value
+    v: ir.Value
+    mask: ir.Value | None
+    scale: float
+    nodes: list[ir.Node] = field(default_factory=list)
+    # A Where(condition, S, fill) mask: (condition, whether True keeps the score, fill).
+    where: tuple[ir.Value, bool, float] | None = None
+
+
+def _match_eager(softmax: ir.Node) -> _Eager | None:
+    axis = softmax.attributes.get("axis")
+    if axis is None or axis.as_int() not in (-1, 3):
+        return None
+    nodes: list[ir.Node] = [softmax]
+    probs = softmax.outputs[0]
+    s = softmax.inputs[0]
+    mask, boolean = None, False
+    if not _single(s):
+        return None
+    add = f.producer(s, "Add", "Where")
+    scores = s
+    where = None
+    if add is not None and add.op_type == "Where":
+        cond = add.inputs[0]
+        for i_s, i_fill in ((1, 2), (2, 1)):
+            fill = f.scalar(add.inputs[i_fill])
+            if fill is not None and fill <= -1e30 and f.constant(add.inputs[i_s]) is None:
+                break
+        else:
+            return None
+        if cond is None or cond.dtype != ir.DataType.BOOL:
+            return None
+        scores = add.inputs[i_s]
+        where = (cond, i_s == 1, fill)     # (condition, True where it keeps the score, fill)
+        boolean = math.isinf(fill)
+        nodes.append(add)
+    elif add is not None:
+        for a, b in ((0, 1), (1, 0)):
+            cand = add.inputs[a]
+            inner = f.producer(_scaled(cand)[0], "MatMul")
+            if inner is not None and _single(cand):
+                mask, scores = add.inputs[b], cand
+                break
+        if mask is None or mask.dtype != ir.DataType.FLOAT:
+            return None
+        nodes.append(add)
+    raw, c, scale_nodes = _scaled(scores)
+    if raw is not scores and not _single(scores):
+        return None
+    nodes += scale_nodes
+    qk = f.producer(raw, "MatMul")
+    if qk is None or not _single(raw):
+        return None
+    nodes.append(qk)
+    q, s1, q_nodes = _scaled(qk.inputs[0])
+    kt, s2, k_nodes = _scaled(qk.inputs[1])
+    kt_node = f.producer(kt, "Transpose")
+    if kt_node is None or _perm(kt_node) != _KT or not _single(kt):
+        return None
+    nodes += [*q_nodes, *k_nodes, kt_node]
+    k = kt_node.inputs[0]
+    # The product with V, possibly after the zero rows of an all-masked row.
+    user = f.only_user(probs, "MatMul")
+    if user is None and not probs.is_graph_output():
+        uses = [u.node for u in probs.uses()]
+        isnan = next((n for n in uses if n.op_type == "IsNaN" and not n.domain), None)
+        zero = next((n for n in uses if n.op_type == "Where" and not n.domain), None)
+        if not boolean or len(uses) != 2 or isnan is None or zero is None \
+                or zero.inputs[0] is not isnan.outputs[0] or zero.inputs[2] is not probs \
+                or f.scalar(zero.inputs[1]) != 0.0 or not _single(isnan.outputs[0]):
+            return None
+        nodes += [isnan, zero]
+        probs = zero.outputs[0]
+        user = f.only_user(probs, "MatMul")
+    if user is None or user.inputs[0] is not probs:
+        return None
+    if boolean and probs is softmax.outputs[0]:
+        return None    # -inf fill without the zero rows: eager gives NaN rows, Attention 0
+    nodes.append(user)
+    v = user.inputs[1]
+    if q is None or k is None or v is None or any(
+            f.rank(t) != 4 or t.dtype != ir.DataType.FLOAT for t in (q, k, v)):
+        return None
+    if not _same_dims(q, k, range(2)) or not _same_dims(q, k, range(3, 4)) or \
+            not _same_dims(k, v, range(3)):
+        return None
+    mask_value = where[0] if where is not None else mask
+    if mask_value is not None:      # the mask must not widen the scores (B, H, Sq, Skv)
+        target = [q.shape[0], q.shape[1], q.shape[2], k.shape[2]]  # type: ignore[index]
+        shape = mask_value.shape
+        if shape is None or len(shape) > 4 or any(
+                not (d == 1 or d == t) for d, t in zip(reversed(list(shape)), reversed(target))):
+            return None
+    if not f.internal(nodes, user.outputs[0]):
+        return None
+    return _Eager(q, k, v, mask, s1 * s2 * c, nodes, where)
+
+
+def _unrepeated(value: ir.Value) -> tuple[ir.Value, list[ir.Node]] | None:
+    """`value` = repeat_kv(x): (x, nodes)."""
+    reshape = f.producer(value, "Reshape")
+    if reshape is None or not _single(value):
+        return None
+    expanded = reshape.inputs[0]
+    expand = f.producer(expanded, "Expand")
+    if expand is None or not _single(expanded):
+        return None
+    unsq = f.producer(expand.inputs[0], "Unsqueeze")
+    axes = f.constant(unsq.inputs[1]) if unsq is not None and len(unsq.inputs) > 1 else None
+    if unsq is None or axes is None or [int(a) for a in axes.reshape(-1)] not in ([2], [-3]) \
+            or not _single(expand.inputs[0]):
+        return None
+    x = unsq.inputs[0]
+    if f.rank(x) != 4 or f.rank(expanded) != 5 or f.rank(value) != 4 or x.shape is None \
+            or expanded.shape is None or value.shape is None:
+        return None
+    n, hkv, h = expanded.shape[2], x.shape[1], value.shape[1]
+    if not all(isinstance(d, int) for d in (n, hkv, h)) or hkv * n != h or \
+            not _same_dims(x, value, range(2, 4)) or not _same_dims(x, value, range(1)):
+        return None
+    return x, [unsq, expand, reshape]
+
+
+def _head_split(value: ir.Value) -> tuple[ir.Value, int, list[ir.Node]] | None:
+    """`value` = Transpose(Reshape(x, [B, S, H, D]), [0, 2, 1, 3]) of a 3-D x: (x, H, nodes)."""
+    t = f.producer(value, "Transpose")
+    if t is None or _perm(t) != _HEADS or not _single(value):
+        return None
+    split = t.inputs[0]
+    r = f.producer(split, "Reshape")
+    if r is None or not _single(split) or r.inputs[0] is None:
+        return None
+    x = r.inputs[0]
+    if f.rank(x) != 3 or f.rank(split) != 4 or not _same_dims(x, split, range(2)):
+        return None
+    assert x.shape is not None and split.shape is not None
+    h, d, hidden = split.shape[2], split.shape[3], x.shape[2]
+    if not all(isinstance(n, int) and n > 0 for n in (h, d, hidden)) or h * d != hidden:
+        return None
+    return x, int(h), [r, t]
+
+
+def _head_merge(y: ir.Value) -> tuple[ir.Value, list[ir.Node]] | None:
+    """Reshape(Transpose(y, [0, 2, 1, 3]), [B, S, H * D]): (the Reshape's output, nodes)."""
+    t = f.only_user(y, "Transpose")
+    if t is None or _perm(t) != _HEADS:
+        return None
+    r = f.only_user(t.outputs[0], "Reshape")
+    if r is None or r.inputs[0] is not t.outputs[0]:
+        return None
+    out = r.outputs[0]
+    if f.rank(out) != 3 or f.rank(t.outputs[0]) != 4 or not _same_dims(out, t.outputs[0], range(2)):
+        return None
+    assert out.shape is not None and t.outputs[0].shape is not None
+    h, d = t.outputs[0].shape[2], t.outputs[0].shape[3]
+    if not (isinstance(h, int) and isinstance(d, int) and out.shape[2] == h * d):
+        return None
+    return out, [t, r]
+
+
+def _attrs(node: ir.Node) -> dict[str, object]:
+    return {name: attr.value for name, attr in node.attributes.items()}
+
+
+class FuseAttentionPass(ir.passes.InPlacePass):
+    """Eager attention -> Attention, grouped and 3-D Attention inputs (opset >= 23); merged
+    consecutive Transposes (every opset)."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        opset = f.opset(model)
+        modified = False
+        for graph in f.graphs(model):
+            namer = f.Namer(graph)
+            if opset >= 23:
+                for node in list(graph):
+                    if node.graph is graph and not node.domain and node.op_type == "Softmax":
+                        m = _match_eager(node)
+                        if m is not None:
+                            _to_attention(graph, namer, m)
+                            modified = True
+                for node in list(graph):
+                    if node.graph is graph and not node.domain and node.op_type == "Attention":
+                        modified |= _lean_inputs(graph, namer, node)
+            modified |= _merge_transposes(graph, namer)
+        return ir.passes.PassResult(model, modified)
+
+
+def _to_attention(graph: ir.Graph, namer: f.Namer, m: _Eager) -> None:
+    anchor = m.nodes[-1]
+    attrs: dict[str, object] = {}
+    head_size = m.q.shape[3] if m.q.shape is not None else None
+    if not (isinstance(head_size, int) and math.isclose(m.scale, 1 / math.sqrt(head_size),
+                                                          rel_tol=1e-6)):
+        attrs["scale"] = float(m.scale)
+    new: list[ir.Node] = []
+    mask = m.mask
+    if m.where is not None:
+        cond, keeps, fill = m.where
+        if math.isinf(fill):        # boolean mask, True attends (zero rows as the IsNaN/Where)
+            neg = f.producer(cond, "Not")
+            if keeps:
+                mask = cond
+            elif neg is not None and neg.inputs[0] is not None:
+                mask = neg.inputs[0]
+            else:
+                new.append(f.make_node(namer, anchor, "Not", [cond], dtype=ir.DataType.BOOL,
+                                       shape=cond.shape))
+                mask = new[-1].outputs[0]
+        else:                       # finite fill: the same additive mask (0 or fill)
+            zero = namer.constant(anchor, np.array(0.0, dtype=np.float32))
+            big = namer.constant(anchor, np.array(fill, dtype=np.float32))
+            new.append(f.make_node(namer, anchor, "Where",
+                                   [cond, zero, big] if keeps else [cond, big, zero],
+                                   dtype=ir.DataType.FLOAT, shape=cond.shape))
+            mask = new[-1].outputs[0]
+    inputs = [m.q, m.k, m.v] + ([mask] if mask is not None else [])
+    node = f.make_node(namer, anchor, "Attention", inputs, attrs, dtype=m.q.dtype)
+    f.replace(graph, m.nodes, [*new, node], anchor.outputs[0], node.outputs[0])
+
+
+def _lean_inputs(graph: ir.Graph, namer: f.Namer, node: ir.Node) -> bool:
+    """Drop repeat_kv before K and V; take 3-D inputs and give a 3-D output where the head
+    split and merge are around the node."""
+    if len(node.inputs) < 3 or len(node.inputs) > 4 or len(node.outputs) != 1 or \
+            any(v is None or f.rank(v) != 4 for v in node.inputs[:3]):
+        return False
+    modified = False
+    removed: list[ir.Node] = []
+    for i in (1, 2):
+        found = _unrepeated(node.inputs[i])  # type: ignore[arg-type]
+        if found is not None:
+            node.replace_input_with(i, found[0])
+            removed += found[1]
+    if removed:
+        modified = True
+        _remove(graph, removed)
+    splits = [_head_split(v) for v in node.inputs[:3]]  # type: ignore[arg-type]
+    merged = _head_merge(node.outputs[0])
+    if any(s is None for s in splits) or merged is None or splits[1][1] != splits[2][1] or \
+            "q_num_heads" in node.attributes or len(node.outputs) != 1:  # type: ignore[index]
+        return modified
+    (q, hq, qn), (k, hkv, kn), (v, _, vn) = splits  # type: ignore[misc]
+    attrs = _attrs(node)
+    attrs["q_num_heads"], attrs["kv_num_heads"] = hq, hkv
+    new = f.make_node(namer, node, "Attention", [q, k, v, *node.inputs[3:]], attrs,
+                      dtype=node.outputs[0].dtype)
+    f.replace(graph, [*qn, *kn, *vn, node, *merged[1]], [new], merged[0], new.outputs[0])
+    return True
+
+
+def _remove(graph: ir.Graph, nodes: list[ir.Node]) -> None:
+    order = {id(n): i for i, n in enumerate(graph)}
+    graph.remove(sorted(nodes, key=lambda n: -order[id(n)]), safe=True)
+
+
+def _merge_transposes(graph: ir.Graph, namer: f.Namer) -> bool:
+    modified = False
+    for node in list(graph):
+        if node.graph is not graph or node.domain or node.op_type != "Transpose":
+            continue
+        inner = f.producer(node.inputs[0], "Transpose")
+        p2, p1 = _perm(node), _perm(inner)
+        if inner is None or p1 is None or p2 is None or len(p1) != len(p2) or \
+                not _single(node.inputs[0]) or inner.inputs[0] is None:
+            continue
+        perm = [p1[i] for i in p2]
+        if perm == list(range(len(perm))):
+            continue  # an identity: left to the runtime (it drops it), keeps names simple
+        new = f.make_node(namer, node, "Transpose", [inner.inputs[0]], {"perm": perm},
+                          dtype=node.outputs[0].dtype)
+        f.replace(graph, [inner, node], [new], node.outputs[0], new.outputs[0])
+        modified = True
+    return modified
+
+
+__all__ = ["FuseAttentionPass"]

@@ -1,0 +1,191 @@
+"""FuseAttentionPass: eager attention -> Attention at opset 23, repeat_kv and the head
+reshapes around Attention absorbed (GQA, 3-D inputs), merged Transposes at every opset."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import onnxport
+from onnxport.passes import FuseAttentionPass
+from tests.passes.fusion_helpers import Wrap, assert_same, fuse, nodes_of, ops, unfused
+
+B, S, HID, H = 2, 6, 32, 4
+D = HID // H
+
+
+class EagerAttention(torch.nn.Module):
+    """A hand-written multi-head self-attention: q/k/v Linear, head split, softmax(QKᵀ·s + mask)V,
+    head merge. `mask`: "add" (float, HF style), "bool" (masked_fill -inf), None. `kv_heads`
+    below H repeats K/V heads as transformers' repeat_kv."""
+
+    def __init__(self, mask: str | None = "add", kv_heads: int = H, scale_on: str = "scores") -> None:
+        super().__init__()
+        self.q = torch.nn.Linear(HID, HID)
+        self.k = torch.nn.Linear(HID, kv_heads * D)
+        self.v = torch.nn.Linear(HID, kv_heads * D)
+        self.o = torch.nn.Linear(HID, HID)
+        self.mask, self.kv_heads, self.scale_on = mask, kv_heads, scale_on
+
+    def forward(self, x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, H, D).transpose(1, 2)
+        k = self.k(x).view(b, s, self.kv_heads, D).transpose(1, 2)
+        v = self.v(x).view(b, s, self.kv_heads, D).transpose(1, 2)
+        if self.kv_heads != H:
+            n = H // self.kv_heads
+            k = k[:, :, None].expand(b, self.kv_heads, n, s, D).reshape(b, H, s, D)
+            v = v[:, :, None].expand(b, self.kv_heads, n, s, D).reshape(b, H, s, D)
+        if self.scale_on == "scores":
+            scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(D)
+        else:
+            scores = torch.matmul(q * D ** -0.5, k.transpose(2, 3))
+        if self.mask == "add":
+            scores = scores + m
+        elif self.mask == "bool":
+            scores = scores.masked_fill(~m, torch.finfo(torch.float32).min)
+        elif self.mask == "-inf":
+            scores = scores.masked_fill(~m, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        y = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, HID)
+        return self.o(y)
+
+
+def _mask(kind: str | None) -> torch.Tensor:
+    keep = torch.ones(B, 1, S, S, dtype=torch.bool).tril()
+    if kind in ("bool", "-inf"):
+        return keep
+    return torch.zeros(B, 1, S, S).masked_fill(~keep, torch.finfo(torch.float32).min)
+
+
+CASES = [("add", H, "scores"), ("bool", H, "scores"), (None, H, "query"), ("add", 2, "scores")]
+
+
+@pytest.mark.parametrize("mask,kv_heads,scale_on", CASES,
+                         ids=["additive-mask", "bool-mask", "no-mask-scaled-query", "gqa"])
+def test_eager_attention_to_one_3d_attention(mask, kv_heads, scale_on) -> None:  # type: ignore[no-untyped-def]
+    model = Wrap(EagerAttention(mask, kv_heads, scale_on))
+    args = (torch.randn(B, S, HID), _mask(mask))
+    before = unfused(model, args, opset=23)
+    assert ops(before)["Softmax"] == 1 and ops(before)["Attention"] == 0
+    after = fuse(before, FuseAttentionPass())
+    got = ops(after)
+    assert got["Attention"] == 1 and got["Softmax"] == 0
+    assert got["Reshape"] == got["Expand"] == 0                          # 3-D in, 3-D out
+    assert all(len(n.attributes["perm"].as_ints()) == 2 for n in nodes_of(after, "Transpose"))
+    node = nodes_of(after, "Attention")[0]
+    assert node.attributes["q_num_heads"].as_int() == H
+    assert node.attributes["kv_num_heads"].as_int() == kv_heads
+    assert node.metadata_props["pkg.onnxport.module"] == "norm"
+    if mask is None:
+        assert len(node.inputs) == 3
+    assert_same(model, args, before, after)
+
+
+def test_wrong_transpose_not_fused() -> None:
+    """Q·K (no transpose of K's last two axes) is not attention."""
+
+    class NotAttention(torch.nn.Module):
+        def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return torch.softmax(q @ k.transpose(1, 2) * 0.3, dim=-1) @ v
+
+    args = tuple(torch.randn(1, 4, 4, 4) for _ in range(3))
+    before = unfused(NotAttention(), args, opset=23)
+    after = fuse(before, FuseAttentionPass())
+    assert ops(after)["Attention"] == 0
+    assert_same(NotAttention(), args, before, after)
+
+
+def test_minus_inf_fill_without_zero_rows_not_fused() -> None:
+    """masked_fill(-inf) alone gives NaN rows where every key is masked; Attention gives 0."""
+    model = EagerAttention("-inf")
+    args = (torch.randn(B, S, HID), _mask("-inf"))
+    before = unfused(model, args, opset=23)
+    after = fuse(before, FuseAttentionPass())
+    assert ops(after)["Attention"] == 0 and ops(after)["Softmax"] == 1
+
+
+class SDPA(torch.nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3)
+
+
+def test_opset_18_sdpa_lowering_with_zero_rows() -> None:
+    """onnxport's own opset-18 lowering (Where -inf, Softmax, IsNaN/Where 0), declared at 23:
+    one Attention with the boolean mask, equal on a fully masked row too."""
+    q, k, v = (torch.randn(2, 4, 5, 8) for _ in range(3))
+    m = torch.rand(2, 1, 5, 5) > 0.4
+    m[0, 0, 1] = False                                  # a row where every key is masked
+    args = (q, k, v, m)
+    before = unfused(Wrap(SDPA()), args)
+    assert ops(before)["IsNaN"] == 1
+    before.model.opset_imports[""] = 23
+    before.model.graph.opset_imports[""] = 23
+    after = fuse(before, FuseAttentionPass())
+    assert dict(ops(after)) == {"Attention": 1}
+    node = nodes_of(after, "Attention")[0]
+    assert abs(node.attributes["scale"].as_float() - 0.3) < 1e-6
+    assert node.inputs[3].is_graph_input()                # the boolean mask itself
+    assert_same(Wrap(SDPA()), args, before, after)
+
+
+def test_probabilities_reused_not_fused() -> None:
+    class Returned(torch.nn.Module):
+        def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):  # type: ignore[no-untyped-def]
+            p = torch.softmax(q @ k.transpose(-1, -2), dim=-1)
+            return p @ v, p
+
+    args = tuple(torch.randn(1, 2, 4, 8) for _ in range(3))
+    before = unfused(Returned(), args, opset=23)
+    after = fuse(before, FuseAttentionPass())
+    assert ops(after)["Attention"] == 0
+    assert_same(Returned(), args, before, after)
+
+
+def _hf(kind: str, attn: str) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    if kind == "llama":
+        from transformers import LlamaConfig, LlamaModel
+        cfg = LlamaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, intermediate_size=128, vocab_size=100,
+                          use_cache=False, attn_implementation=attn)
+        return LlamaModel(cfg).eval(), {"input_ids": torch.randint(0, 100, (1, 16))}
+    from transformers import BertConfig, BertModel
+    cfg = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=128, vocab_size=100, attn_implementation=attn)
+    ids = torch.randint(0, 100, (1, 16))
+    return BertModel(cfg).eval(), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama"])
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_transformers_models_at_opset_23(kind: str, attn: str) -> None:
+    model, inputs = _hf(kind, attn)
+    program = onnxport.export(model, (), kwargs=inputs, opset_version=23)
+    got = ops(program)
+    assert got["Attention"] == 2 and got["Softmax"] == 0 and got["Expand"] == 0
+    for node in nodes_of(program, "Attention"):
+        if kind == "bert":   # q/k/v straight from the Linears, output straight to o_proj
+            assert node.attributes["q_num_heads"].as_int() == 4
+        else:                # rotary in between: 4-D, but K/V not repeated (2 kv heads)
+            assert node.inputs[1].shape[1] == 2 and node.inputs[2].shape[1] == 2
+    with torch.no_grad():
+        expected = model(**inputs).last_hidden_state
+    torch.testing.assert_close(program(**inputs)[0], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_opset_18_merges_the_key_transposes() -> None:
+    model, inputs = _hf("bert", "sdpa")
+    before = onnxport.export(model, (), kwargs=inputs, optimize=False)
+    from onnxport.passes import default_passes, run_passes
+    run_passes(before.model, [p for p in default_passes() if not isinstance(p, FuseAttentionPass)])
+    after = fuse(before, FuseAttentionPass())
+    assert ops(before)["Transpose"] - ops(after)["Transpose"] == 2      # one per layer
+    perms = {tuple(n.attributes["perm"].as_ints()) for n in nodes_of(after, "Transpose")}
+    assert (0, 2, 3, 1) in perms
+    with torch.no_grad():
+        expected = model(**inputs).last_hidden_state
+    torch.testing.assert_close(after(**inputs)[0], expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(after(**inputs)[0], before(**inputs)[0], rtol=1e-5, atol=1e-5)
