@@ -95,7 +95,7 @@ def step_checkpoint(folder: str, size: str, dtype: str) -> dict[str, Any]:
     names = [(n, p) for n, p in model.state_dict().items()]
     plan: list[list[tuple[str, Any]]] = [[]]
     for name, p in names:
-        nbytes = p.numel() * p.element_size()
+        nbytes = p.numel() * block.element_size()
         if size_now and size_now + nbytes > shard_bytes:
             plan.append([])
             size_now = 0
@@ -114,7 +114,7 @@ def step_checkpoint(folder: str, size: str, dtype: str) -> dict[str, Any]:
                 flat = torch.ones(n, dtype=torch_dtype)
             tensors[name] = flat.clone().reshape(p.shape)
             weight_map[name] = file
-            total += n * p.element_size()
+            total += n * block.element_size()  # the meta model is float32; the file is not
             params += n
         save_file(tensors, os.path.join(folder, file), metadata={"format": "pt"})
         del tensors
