@@ -461,9 +461,6 @@ def test_no_other_exception_type_escapes_for_the_issues_cases(dest: Path) -> Non
         _refused(dest, DOCUMENTED, model, args, **options)
 
 
-@pytest.mark.xfail(reason="ONNXProgram.save (program.py) does not check its destination yet: "
-                          "OSError/AttributeError escape; _validate.check_destination does it",
-                   strict=False)
 @pytest.mark.parametrize("where", ["missing-dir", "directory", "not-a-file"])
 def test_program_save_refuses_bad_destinations(tmp_path: Path, where: str) -> None:
     program = onnxport.export(nn.Linear(4, 3), (X,))

@@ -22,6 +22,7 @@ import torch
 from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport import _dtypes
+from onnxport._validate import check_destination
 from onnxport import _serialize
 from onnxport.errors import OnnxExporterError
 from onnxport import weights as _weights
@@ -183,12 +184,15 @@ class ONNXProgram:
         that were at `destination` are left byte-identical and no temporary file is left.
 
         Raises:
-            TypeError: `external_data` is True and `destination` is not a path.
+            ValueError: `destination` is a directory, or its directory does not exist.
+            TypeError: `destination` is neither a path nor a binary file object;
+                `external_data` is True and `destination` is not a path.
             ExternalDataError: a weight of the model is external data whose location leaves
                 its folder (see `check_external_location`).
             OSError: the file cannot be written (disk full, permission denied); nothing at
                 `destination` changed.
         """
+        check_destination(destination, "destination")
         is_path = isinstance(destination, (str, os.PathLike))
         if include_initializers:
             self._check_weights("save the weights")

@@ -10,6 +10,7 @@ import onnx_ir.passes.common as common
 from onnxport.errors import PassError
 from onnxport.passes.fold_constants import FoldConstantsPass
 from onnxport.passes.fuse_attention import FuseAttentionPass
+from onnxport.passes.fuse_dynamic_quant import FuseDynamicQuantMatMulPass
 from onnxport.passes.fuse_gelu import FuseGeluPass
 from onnxport.passes.fuse_gemm import FuseGemmPass
 from onnxport.passes.fuse_layer_norm import FuseLayerNormPass
@@ -20,14 +21,17 @@ from onnxport.passes.pretranspose_weights import PretransposeWeightsPass, transp
 def fusion_passes() -> list[ir.passes.PassBase]:
     """Every fusion pass, in the order they run (the default list runs those that pay off)."""
     return [FuseLayerNormPass(), FuseRMSNormPass(), FuseGeluPass(), FuseAttentionPass(),
-            FuseGemmPass()]
+            FuseGemmPass(), FuseDynamicQuantMatMulPass()]
 
 
 # The fusions `default_passes()` runs: those that made ONNX Runtime (CPU) measurably faster in
 # benchmarks/bench_latency.py --ablation (docs/benchmarks.md, "ORT latency and fusion passes"):
 # LayerNorm -15%, RMSNorm -16%, GELU -12% on blocks that use them. FuseGemmPass is left out:
 # ORT fuses MatMul + Add into Gemm itself, and its ORT latency did not change beyond the noise.
-DEFAULT_FUSIONS = (FuseLayerNormPass, FuseRMSNormPass, FuseGeluPass, FuseAttentionPass)
+# FuseDynamicQuantMatMulPass matches dynamically quantized matmuls only (PT2E dynamic flows):
+# ORT runs them as DynamicQuantizeMatMul integer kernels, which it never forms by itself.
+DEFAULT_FUSIONS = (FuseLayerNormPass, FuseRMSNormPass, FuseGeluPass, FuseAttentionPass,
+                   FuseDynamicQuantMatMulPass)
 
 
 # PretransposeWeightsPass is not in the default list: a weight stored transposed keeps its
