@@ -140,7 +140,7 @@ def no_capture(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("torch.export ran before the arguments were checked")
 
-    monkeypatch.setattr(onnxport.capture.dynamo, "_export_refining", refuse)
+    monkeypatch.setattr(onnxport.capture.dynamo, "_export", refuse)
 
 
 @pytest.mark.parametrize("dynamo", [True, False])
@@ -182,14 +182,21 @@ def test_opset_range_ends_export_and_run(dynamo: bool) -> None:
         torch.testing.assert_close(torch.from_numpy(got), model(X).detach())
 
 
-@pytest.mark.parametrize("dynamo", [True, False])
-def test_input_names_longer_than_the_inputs(tmp_path: Path, dest: Path, no_capture: None,
-                                            dynamo: bool) -> None:
+def test_input_names_longer_than_the_inputs(tmp_path: Path, dest: Path, no_capture: None) -> None:
     # torch.onnx accepts three names for one input, in both flavours.
-    error = _refused(dest, ValueError, nn.Linear(4, 3), (X,), input_names=["a", "b", "c"],
-                     dynamo=dynamo)
+    error = _refused(dest, ValueError, nn.Linear(4, 3), (X,), input_names=["a", "b", "c"])
     assert "input_names has 3 names ('a', 'b', 'c')" in str(error)
     assert "make 1 graph input" in str(error) and "at most 1" in str(error)
+
+
+def test_torchscript_input_names_may_name_the_weights(tmp_path: Path, dest: Path) -> None:
+    """dynamo=False: names past the inputs name the weights (torch.onnx's AlexNet example);
+    more names than inputs and weights together are refused."""
+    onnxport.export(nn.Linear(4, 3), (X,), tmp_path / "ok.onnx", dynamo=False,
+                    input_names=["x", "w", "b"])
+    error = _refused(dest, ValueError, nn.Linear(4, 3), (X,), input_names=list("abcd"),
+                     dynamo=False)
+    assert "1 graph input (one per tensor in args and kwargs) and 2 weights" in str(error)
 
 
 def test_input_names_compared_with_torch_onnx(tmp_path: Path) -> None:

@@ -210,6 +210,15 @@ EXTENSIONS: dict[str, str] = {
                        "op library (what ExportOptions.onnx_registry gave dynamo_export)",
     "export_to_pretty_string.registry": "the op library to translate with, as export()'s",
     "utils.unconvertible_ops.registry": "the op library whose coverage is checked",
+    "ONNXProgram.apply_weights.dtype": "convert floating weights while streaming them "
+                                       "(float16/bfloat16/'auto'; docs/benchmarks.md big models)",
+    "ONNXProgram.apply_weights.module": "the (fake or meta) module, to compute buffers a "
+                                        "checkpoint does not hold (rotary inv_freq)",
+    "ONNXProgram.apply_weights.strict": "refuse checkpoint tensors the model does not use",
+    "ONNXProgram.save.external_data_max_shard_bytes": "split external data into files of at "
+                                                      "most this size",
+    "ONNXProgram.save.progress": "progress(bytes_written, total) callback while streaming "
+                                 "weights",
     "OnnxRegistry.opset_version": "the target opset of the registry (the documented "
                                   "opset_version property, settable at construction; default 18)",
 }
@@ -409,6 +418,9 @@ NOT_MIRRORED: dict[str, str] = {
     # torch.onnx
     "torch.onnx.ops": "models call torch.onnx.ops.* themselves; onnxport exports those calls "
                       "(onnxport.ops is its op-translation library, a different module)",
+    "torch.onnx.operators": "a TorchScript-era helper module (shape_as_tensor, "
+                            "reshape_from_tensor_shape), listed by dir(torch.onnx) once imported; "
+                            "use x.shape / Tensor.reshape in models",
     "torch.onnx.TensorProtoDataType": "deprecated in torch.onnx (not in __all__); "
                                       "use onnx.TensorProto / onnx_ir.DataType",
     "torch.onnx.producer_name": "deprecated module constant (a TODO to remove in torch)",
@@ -445,6 +457,10 @@ NOT_MIRRORED: dict[str, str] = {
 
 
 def _public_names() -> list[str]:
+    # Submodules appear in dir(torch.onnx) once something imports them: import them all, so
+    # every pytest-xdist worker collects the same tests.
+    for sub in ("operators", "errors", "utils", "verification", "symbolic_helper", "testing"):
+        importlib.import_module(f"torch.onnx.{sub}")
     names = []
     for module_name in MODULES:
         module = importlib.import_module(module_name)

@@ -200,11 +200,17 @@ def check_export_arguments(
         return  # it supplies its own inputs and names; checked when they are resolved
     if inputs is not None:
         count = _flat_inputs(model, flat_args, flat_kwargs, dynamic_shapes)
-        if count is not None and len(inputs) > count:
+        weights = 0
+        if not dynamo and isinstance(model, torch.nn.Module):
+            # The TorchScript flavour's input_names go on to name the weights (torch.onnx's
+            # AlexNet example names 16 of them).
+            weights = len(model.state_dict())
+        if count is not None and len(inputs) > count + weights:
+            what = (f"{count} graph input{'' if count == 1 else 's'} (one per tensor in args "
+                    f"and kwargs)" + (f" and {weights} weights" if weights else ""))
             raise ValueError(f"input_names has {len(inputs)} names "
                              f"({', '.join(map(repr, inputs))}), but the inputs given make "
-                             f"{count} graph input{'' if count == 1 else 's'} (one per tensor "
-                             f"in args and kwargs): give at most {count}")
+                             f"{what}: give at most {count + weights}")
     if isinstance(model, torch.export.ExportedProgram):
         check_output_names(outputs, _program_outputs(model), "the ExportedProgram returns")
     elif not dynamo and dynamic_axes and not isinstance(

@@ -72,9 +72,10 @@ def capture(
 ) -> Captured:
     """Capture `model(*args, **kwargs)` with torch.export, then decompose what must be.
 
-    When torch.export rejects `dynamic_shapes` and suggests fixes (a narrower range, two dims
-    that must be equal, a dim that must be static), the fixes are applied and the capture is
-    retried once; `Captured.refined_dynamic_shapes` then holds the spec that worked.
+    When every strategy rejects `dynamic_shapes` and torch.export suggests fixes (a narrower
+    range, two dims that must be equal, a dim that must be static), the fixes are applied and
+    the strategies tried once more; `Captured.refined_dynamic_shapes` then holds the spec that
+    worked.
     `size_oblivious` captures with sizes 0 and 1 treated like any other (for examples whose
     dynamic dims have size 1), as torch.onnx does.
 
@@ -97,19 +98,31 @@ def capture(
         module = _as_module(model)
         program = None
         strategy = ""
-        for name in strategies:
-            t0 = time.perf_counter()
-            try:
-                program, refined, why = _export_refining(module, args, kwargs, dynamic_shapes,
-                                                    strict=(name == "strict"),
-                                                    size_oblivious=size_oblivious)
-            except Exception as e:  # noqa: BLE001  (every failure is recorded and reported)
-                attempts.append(CaptureAttempt(name, e, time.perf_counter() - t0))
-                logger.info("capture strategy %s failed: %s", name, e)
-                continue
-            attempts.append(CaptureAttempt(name, None, time.perf_counter() - t0))
-            strategy = name
-            break
+        # Every strategy with the user's spec first; only when all of them reject it, the
+        # spec torch.export's suggested fixes give (which may make a dim static).
+        specs = [(dynamic_shapes, "")]
+        while specs and program is None:
+            spec, label = specs.pop(0)
+            for name in strategies:
+                t0 = time.perf_counter()
+                try:
+                    program = _export(module, args, kwargs, spec, strict=(name == "strict"),
+                                      size_oblivious=size_oblivious,
+                                      loop_rnns=dynamic_shapes is not None)
+                except Exception as e:  # noqa: BLE001  (every failure is recorded and reported)
+                    attempts.append(CaptureAttempt(name + label, e, time.perf_counter() - t0))
+                    logger.info("capture strategy %s failed: %s", name, e)
+                    continue
+                attempts.append(CaptureAttempt(name + label, None, time.perf_counter() - t0))
+                strategy = name
+                if label:
+                    refined = spec
+                    why = explain_constraint_violation(attempts[0].error, dynamic_shapes)
+                break
+            if program is None and not label:
+                fixed = _refine(attempts[0].error, dynamic_shapes)
+                if fixed is not None:
+                    specs.append((fixed, " (refined spec)"))
         if program is None:
             lines = "\n".join(
                 f"  {a.strategy}: {type(a.error).__name__}: {_first_line(a.error)}" for a in attempts
@@ -144,36 +157,31 @@ def capture(
     return captured
 
 
-def _export_refining(module: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any] | None,
-                     dynamic_shapes: Any, *, strict: bool, size_oblivious: bool
-                     ) -> tuple[torch.export.ExportedProgram, Any, str]:
-    """torch.export.export; on a constraint violation with suggested fixes, apply them and
-    retry once. Returns the program, the refined spec (None if the first try worked) and
-    why the spec was refined (which dims, what the model needs)."""
-    def run(spec: Any) -> torch.export.ExportedProgram:
-        # Static shapes need no loop-shaped RNN kernels (the stock ones are cheaper).
-        rnns = loop_shaped_rnns() if dynamic_shapes is not None else contextlib.nullcontext()
-        oblivious = torch.fx.experimental._config.patch(backed_size_oblivious=True) \
-            if size_oblivious else contextlib.nullcontext()
-        with capture_kernels(), rnns, oblivious:
-            return torch.export.export(module, tuple(args), kwargs=kwargs or None,
-                                       dynamic_shapes=spec, strict=strict)
+def _export(module: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any] | None,
+            dynamic_shapes: Any, *, strict: bool, size_oblivious: bool, loop_rnns: bool
+            ) -> torch.export.ExportedProgram:
+    """One torch.export.export call under onnxport's capture kernels."""
+    # Static shapes need no loop-shaped RNN kernels (the stock ones are cheaper).
+    rnns = loop_shaped_rnns() if loop_rnns else contextlib.nullcontext()
+    oblivious = torch.fx.experimental._config.patch(backed_size_oblivious=True) \
+        if size_oblivious else contextlib.nullcontext()
+    with capture_kernels(), rnns, oblivious:
+        return torch.export.export(module, tuple(args), kwargs=kwargs or None,
+                                   dynamic_shapes=dynamic_shapes, strict=strict)
 
+
+def _refine(error: BaseException | None, dynamic_shapes: Any) -> Any:
+    """The spec torch.export's suggested fixes give for `error`, or None (no usable fix)."""
+    if dynamic_shapes is None or not isinstance(error, torch._dynamo.exc.UserError):
+        return None
+    message = getattr(error, "msg", str(error))
+    if "Suggested fixes" not in message:
+        return None
     try:
-        return run(dynamic_shapes), None, ""
-    except torch._dynamo.exc.UserError as e:
-        message = getattr(e, "msg", str(e))
-        if dynamic_shapes is None or "Suggested fixes" not in message:
-            raise
-        try:
-            refined = torch.export.dynamic_shapes.refine_dynamic_shapes_from_suggested_fixes(
-                message, dynamic_shapes)
-        except Exception:  # noqa: BLE001  (no usable fix: the original error stands)
-            raise e from None
-        try:
-            return run(refined), refined, explain_constraint_violation(e, dynamic_shapes)
-        except Exception:  # noqa: BLE001  (the refined spec failed too: report the first error)
-            raise e from None
+        return torch.export.dynamic_shapes.refine_dynamic_shapes_from_suggested_fixes(
+            message, dynamic_shapes)
+    except Exception:  # noqa: BLE001  (no usable fix: the original error stands)
+        return None
 
 
 # torch.export's ConstraintViolationError lines (torch/fx/experimental/symbolic_shapes.py and
