@@ -23,9 +23,16 @@ _VIEW_INPLACE = ("onnxport/torchscript: an in-place op on a view (flatten/permut
                  "intermediate) is not seen through the view's base, which is also an output: "
                  "silent mismatch; torch.onnx's TorchScript flavour gives the same wrong values "
                  "(translate/torchscript.py, alias tracking of traced in-place ops)")
+_UNINVESTIGATED = "found by bench_fuzz.py over seeds 2000-3999 (2026-11-25), cause not yet investigated: "
 REGRESSIONS: dict[int, str] = {
     109: _VIEW_INPLACE,
     320: _VIEW_INPLACE,
+    2158: _UNINVESTIGATED + "onnxport/torchscript static and dynamic: output 0 differs (0.69)",
+    2791: _UNINVESTIGATED + "onnxport/dynamo/dynamic: a Reshape fails at batch 3 (dim 0 taken "
+                            "as static somewhere)",
+    2796: _UNINVESTIGATED + "every variant: one element of output 0 differs",
+    2940: _UNINVESTIGATED + "onnxport/dynamo/dynamic: an untyped ZeroDivisionError (integer "
+                            "modulo by zero) in aten.linear's translation",
 }
 # Seeds that failed once and were fixed: run as ordinary cases.
 # 2, 23, 357, 381: the CaptureError for a model not generic in dim 0 named no op or source
@@ -33,7 +40,10 @@ REGRESSIONS: dict[int, str] = {
 # 250, 260, 339, 391, 1104: TorchScript flavour, dynamic_axes on dim 0 with an example of
 # batch 0: shape arithmetic was folded to constants (find_dynamic_dims now traces an empty dim
 # again at size 2 instead of doubling it).
-FIXED: list[int] = [2, 23, 357, 381, 250, 260, 339, 391, 1104]
+# 2040, 2202, 2578, 2605, 3073, 3823, 3947: LayerNorm over an empty normalized slice became
+# ORT's LayerNormalization, which refuses it (now decomposed; the fusions skip empty slices).
+FIXED: list[int] = [2, 23, 357, 381, 250, 260, 339, 391, 1104,
+                    2040, 2202, 2578, 2605, 3073, 3823, 3947]
 
 TIMEOUT = 60.0
 

@@ -105,3 +105,19 @@ def test_not_fused_where_it_would_change_the_result(model: torch.nn.Module) -> N
     before = unfused(model, X)
     after = fuse(before, FuseLayerNormPass())
     assert ops(after) == ops(before)
+
+
+@pytest.mark.parametrize("shape, normalized", [((2, 0), [0]), ((3, 0, 4), [0, 4]), ((0, 5), [5])])
+def test_empty_normalized_slice_runs(shape: tuple[int, ...], normalized: list[int]) -> None:
+    """ORT's LayerNormalization / RMSNormalization refuse an empty normalized slice: neither the
+    translation nor the fusions may emit them there (fuzz seeds 2040, 2202, ...)."""
+    import onnxport
+
+    x = torch.randn(*shape)
+    for module in (torch.nn.LayerNorm(normalized), torch.nn.RMSNorm(normalized)):
+        module.eval()
+        program = onnxport.export(module, (x,))
+        ops = {n.op_type for n in program.model.graph}
+        if 0 in normalized:
+            assert not ops & {"LayerNormalization", "RMSNormalization"}, ops
+        torch.testing.assert_close(program(x)[0], module(x).detach())

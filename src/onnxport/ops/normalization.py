@@ -225,7 +225,9 @@ def _layer_norm(g: GraphBuilder, input: Tensor, normalized_shape: Sequence[int],
     k = len(normalized_shape)
     compute = _compute_dtype(input)
     x = cast(g, input, compute)
-    if g.opset >= 17 and all(isinstance(d, int) for d in normalized_shape):
+    # ORT's LayerNormalization refuses an empty normalized slice; the decomposition gives
+    # the empty output (and the statistics) as ATen does.
+    if g.opset >= 17 and all(isinstance(d, int) and d > 0 for d in normalized_shape):
         scale = _ones_or(g, weight, normalized_shape, 1.0, compute)
         b = None if bias is None else cast(g, bias, compute)
         outs = g.op("LayerNormalization", x, scale, b, axis=r - k, epsilon=float(eps),

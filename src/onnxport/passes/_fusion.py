@@ -141,6 +141,14 @@ def rank(value: ir.Value | None) -> int | None:
     return None if value is None or value.shape is None else len(value.shape)
 
 
+def empty_trailing(value: ir.Value, k: int) -> bool:
+    """Whether one of the last `k` dims of `value` is statically 0 (an empty normalized slice,
+    which ORT's LayerNormalization / RMSNormalization kernels refuse)."""
+    if value.shape is None or k <= 0:
+        return False
+    return any(isinstance(d, int) and d == 0 for d in list(value.shape)[-k:])
+
+
 def static_dims(value: ir.Value, axes: Iterable[int]) -> list[int] | None:
     """The sizes of `axes` of `value` when they are all static."""
     if value.shape is None:

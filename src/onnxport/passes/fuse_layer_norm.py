@@ -46,6 +46,8 @@ def _match(sub: ir.Node) -> _Match | None:
     if m is None or m[0] is not x:
         return None
     k = len(m[2])
+    if f.empty_trailing(x, k):
+        return None
     d = sub.outputs[0]
     nodes = [*m[1], sub]
     # The variance: mean of the square of d.

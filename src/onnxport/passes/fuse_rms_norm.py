@@ -53,6 +53,8 @@ def _match(reduce: ir.Node) -> _Match | None:
     if mean is None or mean[0] is not x_sq:
         return None
     k = len(mean[2])
+    if f.empty_trailing(x, k):
+        return None
     nodes = [sq_node, *mean[1]]
     add = f.only_user(ms, "Add")
     if add is None:
