@@ -35,6 +35,7 @@ import torch
 from onnxport import _dtypes
 from onnxport.errors import TranslationError
 from onnxport.translate import GraphBuilder, Tensor, register
+from onnxport.translate.folding import constant_data
 
 _F32 = ir.DataType.FLOAT
 _I64 = ir.DataType.INT64
@@ -73,25 +74,9 @@ def _dtype_range(dtype: torch.dtype) -> tuple[int, int]:
 
 def _constant(value: Any) -> np.ndarray | None:
     """The data of a constant value (Python number, Constant node, initializer with data)."""
-    if value is None:
-        return None
     if isinstance(value, (int, float, bool)):
         return np.asarray(value)
-    if not isinstance(value, ir.Value) or value.is_graph_input():
-        return None
-    tensor = value.const_value
-    if tensor is None:
-        node = value.producer()
-        if node is None or node.op_type != "Constant" or node.domain:
-            return None
-        attr = node.attributes.get("value")
-        if attr is None:
-            return None
-        tensor = attr.as_tensor()
-    try:
-        return np.asarray(tensor.numpy())
-    except Exception:  # noqa: BLE001  (data not readable, e.g. an external tensor)
-        return None
+    return constant_data(value) if isinstance(value, ir.Value) else None
 
 
 def _param(g: GraphBuilder, value: Any, dtype: ir.DataType, *, per_tensor: bool) -> Tensor:

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import onnx_ir as ir
 
+from onnxport.translate.folding import constant_data
+
 FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE, ir.DataType.BFLOAT16)
 
 
@@ -34,23 +36,8 @@ def graphs(model: ir.Model) -> Iterator[ir.Graph]:
                     todo.extend(attr.as_graphs())
 
 
-def constant(value: ir.Value | None) -> np.ndarray | None:
-    """The value's data when it is a constant (Constant node or initializer), else None."""
-    if value is None or value.is_graph_input():
-        return None
-    tensor = value.const_value
-    if tensor is None:
-        node = value.producer()
-        if node is None or node.op_type != "Constant" or node.domain:
-            return None
-        attr = node.attributes.get("value")
-        if attr is None or attr.type != ir.AttributeType.TENSOR:
-            return None
-        tensor = attr.as_tensor()
-    try:
-        return np.asarray(tensor.numpy())
-    except Exception:  # noqa: BLE001  (an external tensor that cannot be read: not matched)
-        return None
+# The value's data when it is a constant (Constant node or initializer), else None.
+constant = constant_data
 
 
 def scalar(value: ir.Value | None) -> float | None:
@@ -233,6 +220,16 @@ class Namer:
                 self.graph.insert_before(first, node)
             self.constants[key] = node.outputs[0]
         return self.constants[key]
+
+
+def unit_scale(namer: Namer, anchor: ir.Node, x: ir.Value, k: int) -> ir.Value | None:
+    """A constant of ones over the last `k` dims of `x` (the scale of a norm without a
+    weight), or None when those dims are not static."""
+    r = rank(x)
+    dims = None if r is None else static_dims(x, range(r - k, r))
+    if dims is None or x.dtype is None:
+        return None
+    return namer.constant(anchor, np.ones(dims, dtype=x.dtype.numpy()))
 
 
 def make_node(namer: Namer, anchor: ir.Node, op_type: str, inputs: Sequence[ir.Value | None],

@@ -23,16 +23,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from onnxport.passes import _fusion as f
+
 _INT8 = (ir.DataType.INT8, ir.DataType.UINT8)
-
-
-def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
-    if value is None:
-        return None
-    node = value.producer()
-    if node is None or node.domain or node.op_type != op_type:
-        return None
-    return node
 
 
 def _attr(node: ir.Node, name: str, default: object) -> object:
@@ -45,7 +38,7 @@ def _is_constant(value: ir.Value | None) -> bool:
         return True
     if value.is_graph_input():
         return False
-    return value.const_value is not None or _producer(value, "Constant") is not None
+    return value.const_value is not None or f.producer(value, "Constant") is not None
 
 
 def _size(value: ir.Value) -> int | None:
@@ -58,26 +51,26 @@ class FuseDynamicQuantMatMulPass(ir.passes.InPlacePass):
     """DynamicQuantizeLinear -> DequantizeLinear -> Gemm/MatMul as MatMulInteger."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        graph = model.graph
         modified = False
-        self._taken = {n.name for n in graph if n.name}
-        for node in list(graph):
-            if node.domain or node.op_type not in ("Gemm", "MatMul"):
-                continue
-            match = self._match(node)
-            if match is None:
-                continue
-            self._rewrite(graph, node, *match)
-            modified = True
+        for graph in f.graphs(model):
+            namer = f.Namer(graph)
+            for node in list(graph):
+                if node.graph is not graph or node.domain or node.op_type not in ("Gemm", "MatMul"):
+                    continue
+                match = self._match(node)
+                if match is None:
+                    continue
+                self._rewrite(graph, namer, node, *match)
+                modified = True
         return ir.passes.PassResult(model, modified)
 
     # -- matching --------------------------------------------------------------------------
     def _match(self, node: ir.Node) -> tuple[ir.Node, ir.Node, bool, ir.Value | None] | None:
         """(activation DequantizeLinear, weight DequantizeLinear, weight is [N, K], bias)."""
-        dq_a = _producer(node.inputs[0], "DequantizeLinear")
+        dq_a = f.producer(node.inputs[0], "DequantizeLinear")
         if dq_a is None or len(dq_a.inputs) < 3:
             return None
-        dql = _producer(dq_a.inputs[0], "DynamicQuantizeLinear")
+        dql = f.producer(dq_a.inputs[0], "DynamicQuantizeLinear")
         if dql is None or list(dq_a.inputs[:3]) != list(dql.outputs):
             return None
         bias = None
@@ -85,16 +78,16 @@ class FuseDynamicQuantMatMulPass(ir.passes.InPlacePass):
             if (_attr(node, "transA", 0), _attr(node, "transB", 0)) != (0, 1) \
                     or _attr(node, "alpha", 1.0) != 1.0 or _attr(node, "beta", 1.0) != 1.0:
                 return None
-            dq_w, transposed = _producer(node.inputs[1], "DequantizeLinear"), True
+            dq_w, transposed = f.producer(node.inputs[1], "DequantizeLinear"), True
             bias = node.inputs[2] if len(node.inputs) > 2 else None
         else:
-            transpose = _producer(node.inputs[1], "Transpose")
+            transpose = f.producer(node.inputs[1], "Transpose")
             if transpose is not None:
                 if list(_attr(transpose, "perm", [1, 0])) != [1, 0]:  # type: ignore[arg-type]
                     return None
-                dq_w, transposed = _producer(transpose.inputs[0], "DequantizeLinear"), True
+                dq_w, transposed = f.producer(transpose.inputs[0], "DequantizeLinear"), True
             else:
-                dq_w, transposed = _producer(node.inputs[1], "DequantizeLinear"), False
+                dq_w, transposed = f.producer(node.inputs[1], "DequantizeLinear"), False
         if dq_w is None or not self._weight_ok(dq_w, transposed):
             return None
         return dq_a, dq_w, transposed, bias
@@ -117,30 +110,17 @@ class FuseDynamicQuantMatMulPass(ir.passes.InPlacePass):
         return count == n and axis == (0 if transposed else 1)
 
     # -- rewriting -------------------------------------------------------------------------
-    def _unique(self, base: str) -> str:
-        name, i = base, 0
-        while name in self._taken:
-            i += 1
-            name = f"{base}_{i}"
-        self._taken.add(name)
-        return name
-
-    def _rewrite(self, graph: ir.Graph, node: ir.Node, dq_a: ir.Node, dq_w: ir.Node,
-                 transposed: bool, bias: ir.Value | None) -> None:
+    def _rewrite(self, graph: ir.Graph, namer: f.Namer, node: ir.Node, dq_a: ir.Node,
+                 dq_w: ir.Node, transposed: bool, bias: ir.Value | None) -> None:
         weight_input = node.inputs[1]
         q, s, z = dq_a.inputs[:3]
         w, w_scale = dq_w.inputs[0], dq_w.inputs[1]
         w_zero = dq_w.inputs[2] if len(dq_w.inputs) > 2 else None
-        prefix = node.name.rsplit("/", 1)[0] if node.name and "/" in node.name else ""
-        meta = dict(node.metadata_props)
         new: list[ir.Node] = []
 
         def add(op_type: str, inputs: list[ir.Value | None], **attrs: object) -> ir.Value:
-            n = ir.node(op_type, inputs, attributes=attrs, name=self._unique(f"{prefix}/{op_type}"),
-                        metadata_props=dict(meta))
-            n.outputs[0].name = self._unique(f"{node.outputs[0].name}_{op_type.lower()}")
-            new.append(n)
-            return n.outputs[0]
+            new.append(f.make_node(namer, node, op_type, inputs, attrs))
+            return new[-1].outputs[0]
 
         if transposed:
             w = add("Transpose", [w], perm=[1, 0])
@@ -161,16 +141,9 @@ class FuseDynamicQuantMatMulPass(ir.passes.InPlacePass):
         if bias is not None:
             y = add("Add", [y, bias])
             y.dtype = out_dtype
-        old = node.outputs[0]
-        graph.insert_before(node, new)
-        name = old.name
-        old.name = f"{name}__unfused" if name else None
-        y.name = name
-        y.shape = old.shape
-        ir.convenience.replace_all_uses_with(old, y, replace_graph_outputs=True)
-        graph.remove(node, safe=True)
+        f.replace(graph, [node], new, node.outputs[0], y)
         # The float path's dequantizes (and weight transpose), unless something else reads them.
-        for dead in (dq_a, _producer(weight_input, "Transpose"), dq_w):
+        for dead in (dq_a, f.producer(weight_input, "Transpose"), dq_w):
             if dead is not None and dead.graph is graph and not any(
                     o.uses() or o.is_graph_output() for o in dead.outputs):
                 graph.remove(dead, safe=True)

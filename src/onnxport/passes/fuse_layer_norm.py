@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import onnx_ir as ir
 
 from onnxport.passes import _fusion as f
@@ -151,14 +150,9 @@ def _fuse(graph: ir.Graph, namer: f.Namer, m: _Match) -> bool:
     anchor = m.nodes[0]
     assert m.x.dtype is not None
     new: list[ir.Node] = []
-    scale = m.scale
+    scale = m.scale if m.scale is not None else f.unit_scale(namer, anchor, m.x, m.k)
     if scale is None:
-        r = f.rank(m.x)
-        assert r is not None
-        dims = f.static_dims(m.x, range(r - m.k, r))
-        if dims is None:
-            return False
-        scale = namer.constant(anchor, np.ones(dims, dtype=m.x.dtype.numpy()))
+        return False
     inputs = [m.x, scale] + ([m.bias] if m.bias is not None else [])
     node = f.make_node(namer, anchor, "LayerNormalization", inputs,
                        {"axis": -m.k, "epsilon": float(m.eps)}, dtype=m.x.dtype)

@@ -139,12 +139,9 @@ def _to_rms_normalization(graph: ir.Graph, namer: f.Namer, m: _Match) -> bool:
     anchor = m.nodes[0]
     assert m.x.dtype is not None
     new: list[ir.Node] = []
-    scale = m.weight
+    scale = m.weight if m.weight is not None else f.unit_scale(namer, anchor, m.x, m.k)
     if scale is None:
-        dims = f.static_dims(m.x, range(f.rank(m.x) - m.k, f.rank(m.x)))  # type: ignore[operator]
-        if dims is None:
-            return False
-        scale = namer.constant(anchor, np.ones(dims, dtype=m.x.dtype.numpy()))
+        return False
     node = f.make_node(namer, anchor, "RMSNormalization", [m.x, scale],
                        {"axis": -m.k, "epsilon": float(m.eps)}, dtype=m.x.dtype)
     new.append(node)

@@ -97,6 +97,26 @@ _FOLDERS: dict[str, Callable[..., np.ndarray]] = {
 }
 
 
+def constant_data(value: ir.Value | None) -> np.ndarray | None:
+    """The data of a constant value (an initializer with data, or a Constant node's output),
+    else None. Graph inputs (overridable weights included) are not constants."""
+    if value is None or value.is_graph_input():
+        return None
+    tensor = value.const_value
+    if tensor is None:
+        node = value.producer()
+        if node is None or node.op_type != "Constant" or node.domain:
+            return None
+        attr = node.attributes.get("value")
+        if attr is None or attr.type != ir.AttributeType.TENSOR:
+            return None
+        tensor = attr.as_tensor()
+    try:
+        return np.asarray(tensor.numpy())
+    except Exception:  # noqa: BLE001  (data not readable, e.g. an external tensor)
+        return None
+
+
 def try_fold(op_type: str, inputs: Sequence[ir.Value | None], attrs: dict[str, Any]) -> np.ndarray | None:
     """The value of `op_type(inputs)` if it is cheap and safe to compute now, else None."""
     if op_type == "Shape" and inputs and inputs[0] is not None:
