@@ -185,15 +185,17 @@ def _is_axes(spec: Any) -> bool:
 
 
 def _walk(value: Any, spec: Any, where: str, counter: list[int],
-          on_leaf: Callable[[Any, Any, str, int], Any]) -> Any:
+          on_leaf: Callable[[Any, Any, str, int], Any], *, build: bool = False) -> Any:
     """Visit `value`'s leaves in pytree order with their part of `spec`; rebuild the spec.
 
     `on_leaf(leaf, leaf_spec, where, local_index)` returns the leaf's spec for torch.export.
+    The result follows `spec`'s containers; with `build`, it follows `value`'s instead (dicts
+    as dicts, tuples as tuples, other nodes as lists), None where no leaf below has a spec.
     """
     parts = _children(value)
     if parts is None:
         if value is None:
-            return spec
+            return None if build else spec
         index = counter[0]
         counter[0] += 1
         return on_leaf(value, spec, where, index)
@@ -202,7 +204,14 @@ def _walk(value: Any, spec: Any, where: str, counter: list[int],
     for i, child in enumerate(children):
         key = keys[i] if keys is not None else None
         label = f"{where}[{key!r}]" if key is not None else f"{where}[{i}]"
-        rebuilt.append(_walk(child, _child_spec(spec, i, key, where), label, counter, on_leaf))
+        sub = None if build else _child_spec(spec, i, key, where)
+        rebuilt.append(_walk(child, sub, label, counter, on_leaf, build=build))
+    if build:
+        if all(r is None for r in rebuilt):
+            return None
+        if isinstance(value, dict) and keys is not None:
+            return dict(zip(keys, rebuilt))
+        return tuple(rebuilt) if isinstance(value, tuple) else rebuilt
     if spec is None:
         return None
     if isinstance(spec, Mapping) and not _is_axes(spec) and keys is not None:
@@ -360,28 +369,8 @@ def _from_dynamic_axes(inputs: _TopInputs, dynamic_axes: Mapping[str, Any],
                     indices: list[int] = indices) -> Any:
             return per_leaf.get(indices[local])
 
-        spec[name] = _structure(inputs.bound[name], [0], on_leaf)
+        spec[name] = _walk(inputs.bound[name], None, name, [0], on_leaf, build=True)
     return spec
-
-
-def _structure(value: Any, counter: list[int], on_leaf: Callable[..., Any]) -> Any:
-    """A spec shaped like `value` (dicts as dicts, everything else as lists), or None if empty."""
-    parts = _children(value)
-    if parts is None:
-        if value is None:
-            return None
-        index = counter[0]
-        counter[0] += 1
-        return on_leaf(value, None, "", index)
-    children, keys = parts
-    subs = [_structure(c, counter, on_leaf) for c in children]
-    if all(s is None for s in subs):
-        return None
-    if isinstance(value, dict) and keys is not None:
-        return dict(zip(keys, subs))
-    if isinstance(value, tuple):
-        return tuple(subs)
-    return subs
 
 
 def _default_input_name(leaf_name: str) -> str:
