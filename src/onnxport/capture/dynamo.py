@@ -153,7 +153,8 @@ def capture(
     if has_translation is not None:
         # Never edit a program the caller handed us; run_decompositions returns a new one.
         _decompose_untranslated(captured, has_translation,
-                                in_place=not isinstance(model, torch.export.ExportedProgram))
+                                in_place=not isinstance(model, torch.export.ExportedProgram),
+                                size_oblivious=size_oblivious)
     return captured
 
 
@@ -520,7 +521,7 @@ def _first_line(error: BaseException | None) -> str:
 
 
 def _decompose_untranslated(captured: Captured, has_translation: Callable[[Any], bool], *,
-                            in_place: bool = True) -> None:
+                            in_place: bool = True, size_oblivious: bool = False) -> None:
     """Decompose only the ops without a translation; functionalize unsafe in-place ops.
 
     Untranslated nodes are decomposed one by one in place (`decompose.py`); the whole-program
@@ -552,7 +553,17 @@ def _decompose_untranslated(captured: Captured, has_translation: Callable[[Any],
             else:
                 fallback[target] = decomposition
         if fallback or has_mutation:
-            program = program.run_decompositions(fallback)
+            oblivious = torch.fx.experimental._config.patch(backed_size_oblivious=True) \
+                if size_oblivious else contextlib.nullcontext()
+            try:
+                with oblivious:  # re-traced as it was captured (see `capture`)
+                    program = program.run_decompositions(fallback)
+            except Exception as e:  # noqa: BLE001  (re-raised typed, naming the ops)
+                what = ", ".join(sorted(str(op) for op in fallback)) or "in-place operators"
+                raise CaptureError(
+                    f"decomposing {what} (no translation) by re-tracing the exported program "
+                    f"failed: {type(e).__name__}: {_first_line(e)}\n  fix: register a "
+                    f"translation for it (docs/adding_an_op.md)", captured.attempts) from e
             captured.retraced = True
             captured.decomposed.extend(str(op) for op in fallback)
         if not changed and not fallback:
