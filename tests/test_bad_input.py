@@ -511,3 +511,10 @@ def test_cli_reports_failures_without_a_traceback(tmp_path: Path, good_bytes: by
         assert "Traceback" not in result.stderr, (argv, result.stderr)
     assert (tmp_path / "good.onnx").read_bytes() == good_bytes
     assert not (tmp_path / "missing").exists() and not (tmp_path / "m.onnx").exists()
+
+
+def test_target_is_checked_before_capture() -> None:
+    with pytest.raises(ValueError, match="target must be one of 'onnx', 'onnxruntime'"):
+        onnxport.export(torch.nn.ReLU(), (torch.randn(2),), target="ort")
+    with pytest.raises(TypeError, match="needs optimize=True"):
+        onnxport.export(torch.nn.ReLU(), (torch.randn(2),), target="onnxruntime", optimize=False)

@@ -206,6 +206,8 @@ def _ours(case: str) -> Any:
 EXTENSIONS: dict[str, str] = {
     "export.fallback": "torch.onnx 2.6's fallback=True (removed in 2.11): on a dynamo failure, "
                        "export with the TorchScript flavour, with a warning saying why",
+    "export.target": "'onnxruntime' also rewrites into ONNX Runtime's contrib ops; the "
+                     "default 'onnx' is standard ONNX, as torch.onnx writes",
     "export.registry": "an OnnxRegistry / Registry to translate with instead of the built-in "
                        "op library (what ExportOptions.onnx_registry gave dynamo_export)",
     "export_to_pretty_string.registry": "the op library to translate with, as export()'s",

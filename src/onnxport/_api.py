@@ -23,7 +23,7 @@ from onnxport.diagnostics import DiagnosticContext
 from onnxport.errors import OnnxExporterError, VerificationError
 from onnxport.exportable import ExportableModule
 from onnxport.options import DiagnosticOptions, ExportOptions
-from onnxport.passes import cleanup_passes, run_passes
+from onnxport.passes import cleanup_passes, run_passes, target_passes
 from onnxport.passes.convert_opset import LIBRARY_OPSET, convert_to_opset
 from onnxport.program import ONNXProgram
 from onnxport.translate import Registry
@@ -55,6 +55,7 @@ def export(
     custom_translation_table: Mapping[Any, Any] | None = None,
     report: bool = False,
     optimize: bool = True,
+    target: str = "onnx",
     verify: bool = False,
     profile: bool = False,
     dump_exported_program: bool = False,
@@ -96,7 +97,11 @@ def export(
             function or an onnxport `fn(g, ...)`, or a list of them (the first is used). It
             overrides the built-in op library for this export, as `OnnxRegistry.register_op`.
         report: Write a markdown report to `artifacts_dir`, on success and on failure.
-        optimize: Run the optimization passes (constant folding, CSE, dead code removal).
+        optimize: Run the optimization passes (constant folding, CSE, dead code removal,
+            fusions to standard ONNX ops).
+        target: "onnx" (default): standard ONNX that any runtime loads. "onnxruntime": also
+            rewrite into ONNX Runtime's contrib ops (com.microsoft) where ORT runs them faster
+            (see docs/architecture.md, "Targets"). Needs optimize=True.
         verify: Run the model in ONNX Runtime and compare with eager PyTorch.
         profile: Profile the export: per-stage times in `program.profile` and the report, and
             a cProfile listing written to `artifacts_dir`.
@@ -132,7 +137,8 @@ def export(
         output_names=output_names, opset_version=opset_version, dynamic_axes=dynamic_axes,
         dynamic_shapes=dynamic_shapes, external_data=external_data,
         custom_translation_table=custom_translation_table, report=report, verify=verify,
-        profile=profile, dump_exported_program=dump_exported_program, fallback=fallback)
+        profile=profile, dump_exported_program=dump_exported_program, fallback=fallback,
+        target=target, optimize=optimize)
     model, args, kwargs, input_names, output_names, dynamic_shapes = _from_exportable_module(
         model, tuple(args), kwargs, input_names, output_names, dynamic_shapes)
     torchscript_options = {
@@ -161,7 +167,7 @@ def export(
             external_data=external_data, dynamic_shapes=dynamic_shapes, report=report,
             optimize=optimize, verify=verify, artifacts_dir=artifacts_dir, registry=registry,
             custom_translation_table=custom_translation_table, profile=profile,
-            dump_exported_program=dump_exported_program)
+            dump_exported_program=dump_exported_program, target=target)
     except OnnxExporterError as e:
         if not fallback or isinstance(e, VerificationError) \
                 or isinstance(model, torch.export.ExportedProgram):
@@ -184,7 +190,7 @@ def _export_dynamo(
     optimize: bool = True, verify: bool = False, artifacts_dir: str | os.PathLike[str] = ".",
     registry: Any = None, diagnostic_options: DiagnosticOptions | None = None,
     custom_translation_table: Mapping[Any, Any] | None = None, profile: bool = False,
-    dump_exported_program: bool = False,
+    dump_exported_program: bool = False, target: str = "onnx",
 ) -> ONNXProgram:
     """The dynamo pipeline: capture, translate, passes, program, verify, save."""
     target_opset = opset_version or DEFAULT_OPSET
@@ -223,6 +229,8 @@ def _export_dynamo(
                     onnx_model = convert_to_opset(onnx_model, target_opset)
                     run.diagnostics.log("OPX008", logging.INFO, f"translated at opset {opset}, "
                                         f"converted to opset {target_opset}")
+                if optimize and target != "onnx":
+                    run_passes(onnx_model, target_passes(target))
             program = run.program(ONNXProgram(onnx_model, captured.exported_program))
             if verify:
                 with run.stage("verify"):

@@ -134,7 +134,17 @@ def check_output_names(output_names: Sequence[str] | None, outputs: int,
 
 
 _DYNAMO_ONLY = {"custom_translation_table": None, "report": False, "verify": False,
-                "profile": False, "dump_exported_program": False, "fallback": False}
+                "profile": False, "dump_exported_program": False, "fallback": False,
+                "target": "onnx"}
+
+
+def _check_target(target: Any, optimize: Any) -> None:
+    from onnxport.passes import TARGETS
+
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(map(repr, TARGETS))}, got {target!r}")
+    if target != "onnx" and not optimize:
+        raise TypeError(f"target={target!r} rewrites the optimized graph: it needs optimize=True")
 
 
 def check_export_arguments(
@@ -146,7 +156,7 @@ def check_export_arguments(
     """Check `export()`'s arguments before anything runs.
 
     `dynamo_only` takes the options only the dynamo flavour has (custom_translation_table,
-    report, verify, profile, dump_exported_program, fallback).
+    report, verify, profile, dump_exported_program, fallback, target, optimize).
 
     Raises:
         TypeError: an argument of the wrong kind, or options that exclude each other.
@@ -180,6 +190,7 @@ def check_export_arguments(
     if dynamic_axes is not None and not isinstance(dynamic_axes, Mapping):
         raise TypeError(f"dynamic_axes must be a dict {{input or output name: {{axis: name}} or "
                         f"[axis, ...]}}, got {type(dynamic_axes).__name__}")
+    _check_target(dynamo_only.get("target", "onnx"), dynamo_only.get("optimize", True))
     if not dynamo:
         given = [k for k, default in _DYNAMO_ONLY.items()
                  if k in dynamo_only and dynamo_only[k] not in (default, None)]

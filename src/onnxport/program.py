@@ -333,11 +333,13 @@ class ONNXProgram:
                 f"apply_weights: '{name}' has dtype {tensor.dtype}, the model expects {value.dtype}")
         value.const_value = tensor
 
-    def optimize(self) -> None:
-        """Fold constants and remove redundancies, in place."""
-        from onnxport.passes import run_passes
+    def optimize(self, target: str = "onnx") -> None:
+        """Fold constants, remove redundancies and fuse, in place; `target="onnxruntime"`
+        also rewrites into ONNX Runtime's contrib ops (as `export(target=...)`)."""
+        from onnxport.passes import run_passes, target_passes
 
         run_passes(self.model)
+        run_passes(self.model, target_passes(target))
         self.release()
 
     # -- running -------------------------------------------------------------------------

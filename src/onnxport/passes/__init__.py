@@ -55,6 +55,21 @@ def default_passes() -> list[ir.passes.PassBase]:
     ]
 
 
+TARGETS = ("onnx", "onnxruntime")
+
+
+def target_passes(target: str) -> list[ir.passes.PassBase]:
+    """The passes a target adds after the default ones: none for standard ONNX ("onnx");
+    ONNX Runtime's contrib-op rewrites for "onnxruntime"."""
+    if target == "onnx":
+        return []
+    if target == "onnxruntime":
+        from onnxport.passes.onnxruntime import onnxruntime_passes
+
+        return onnxruntime_passes()
+    raise ValueError(f"target must be one of {', '.join(map(repr, TARGETS))}, got {target!r}")
+
+
 def cleanup_passes() -> list[ir.passes.PassBase]:
     """Passes run on every export, even with optimize=False: only dead code removal."""
     return [common.RemoveUnusedNodesPass()]
@@ -84,4 +99,4 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase] | None = No
 PassFactory = Callable[[], ir.passes.PassBase]
 __all__ = ["FoldConstantsPass", "FuseAttentionPass", "FuseGeluPass", "FuseGemmPass", "FuseLayerNormPass",
            "FuseRMSNormPass", "PretransposeWeightsPass", "cleanup_passes", "default_passes",
-           "fusion_passes", "run_passes", "transposed_weights"]
+           "fusion_passes", "run_passes", "target_passes", "transposed_weights", "TARGETS"]

@@ -1,0 +1,21 @@
+"""Passes of the ONNX Runtime target (`export(..., target="onnxruntime")`).
+
+They rewrite standard ONNX into ONNX Runtime's contrib operators (domain `com.microsoft`)
+where ORT documents them and runs them faster: the default target never emits them, so
+its files load in any runtime. Each pass lives in its own file here; `onnxruntime_passes()`
+lists them in the order they run, after the default passes.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+CONTRIB_DOMAIN = "com.microsoft"
+
+
+def onnxruntime_passes() -> list[ir.passes.PassBase]:
+    """The contrib-op passes of the ONNX Runtime target, in order."""
+    return []
+
+
+__all__ = ["CONTRIB_DOMAIN", "onnxruntime_passes"]
