@@ -208,6 +208,7 @@ EXTENSIONS: dict[str, str] = {
                        "export with the TorchScript flavour, with a warning saying why",
     "export.target": "'onnxruntime' also rewrites into ONNX Runtime's contrib ops; the "
                      "default 'onnx' is standard ONNX, as torch.onnx writes",
+    "ONNXProgram.optimize.target": "as export(target=): 'onnxruntime' adds ORT's contrib ops",
     "export.registry": "an OnnxRegistry / Registry to translate with instead of the built-in "
                        "op library (what ExportOptions.onnx_registry gave dynamo_export)",
     "export_to_pretty_string.registry": "the op library to translate with, as export()'s",
