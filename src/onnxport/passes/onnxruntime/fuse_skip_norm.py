@@ -1,0 +1,277 @@
+"""FuseSkipNormPass: residual Add (+ bias Add) feeding a norm -> ORT's Skip*LayerNormalization.
+
+Matched wherever a normalization over the last axis reads a sum of two tensors of its own
+shape (the residual connection), with or without a 1-D bias added to that sum:
+
+    s   = Add(input, skip) [+ bias]            input, skip: same static shape, rank 2 or 3
+    out = LayerNormalization(s, gamma[, beta])  -> com.microsoft.SkipLayerNormalization
+    out = RMSNormalization(s, gamma)            -> com.microsoft.SkipSimplifiedLayerNormalization
+    out = Div(s, Sqrt(ReduceMean(Pow(s, 2)) + eps)) [* gamma]   (the RMS form the default
+                                                    passes write below opset 23) -> the same
+
+The sum itself is the kernel's `input_skip_bias_sum` output when other nodes read it (the
+pre-norm residual stream of GPT-2/Llama blocks). The bias is folded in for SkipLayerNormalization
+only (ORT documents a `bias` input for SkipSimplifiedLayerNormalization, but its CPU kernel does
+not add it to the returned sum in every release).
+
+When it pays: ONNX Runtime 1.32's CPU kernels (fp32, 1 thread, measured in
+benchmarks/bench_skip_norm-style micro runs, docs/benchmarks.md "ORT target") are *slower* than
+Add + LayerNormalization for every size measured (1.3x at one 256-wide row, 6x at 128 rows),
+and SkipSimplifiedLayerNormalization is faster than Add + SimplifiedLayerNormalization only for
+single rows of up to ~1024 (decode steps). ORT also forms SkipLayerNormalization by itself
+when the Add's inputs are 3-D. The pass therefore takes a gate: `max_rows` (the static number
+of rows, product of all but the last dim; None = no limit), `max_hidden` (None = no limit) and
+`layer_norm` (whether LayerNormalization is fused at all). The instance the ONNX Runtime target
+runs uses the measured gate: RMS norms only, one row, hidden <= 1024.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+
+from onnxport.passes import _fusion as f
+from onnxport.passes import fuse_rms_norm
+from onnxport.passes.onnxruntime import CONTRIB_DOMAIN
+
+_KERNEL_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16)
+
+
+@dataclass
+class _Norm:
+    kind: str                    # "layer" or "rms"
+    x: ir.Value                  # the normalized input: the residual sum
+    gamma: ir.Value | None       # None: ones of the hidden size
+    beta: ir.Value | None
+    eps: float
+    nodes: list[ir.Node]         # the norm's nodes, ending with the one producing `output`
+    output: ir.Value
+
+
+def _attr(node: ir.Node, name: str, default: int) -> int:
+    a = node.attributes.get(name)
+    return default if a is None else a.as_int()
+
+
+def _last_axis(node: ir.Node, r: int) -> bool:
+    axis = _attr(node, "axis", -1)
+    return axis in (-1, r - 1)
+
+
+def _unused(values: list[ir.Value]) -> bool:
+    return all(not v.uses() and not v.is_graph_output() for v in values)
+
+
+def _hidden_vector(value: ir.Value | None, hidden: int) -> bool:
+    return value is not None and value.shape is not None and list(value.shape) == [hidden]
+
+
+def _norm(node: ir.Node) -> _Norm | None:
+    """`node` as the anchor of a normalization over the last axis."""
+    if node.domain:
+        return None
+    if node.op_type in ("LayerNormalization", "RMSNormalization"):
+        x = node.inputs[0]
+        r = f.rank(x)
+        if x is None or r is None or not _last_axis(node, r) or _attr(node, "stash_type", 1) != 1 \
+                or not _unused(list(node.outputs[1:])):
+            return None
+        kind = "layer" if node.op_type == "LayerNormalization" else "rms"
+        eps_attr = node.attributes.get("epsilon")
+        eps = 1e-5 if eps_attr is None else eps_attr.as_float()
+        beta = node.inputs[2] if kind == "layer" and len(node.inputs) > 2 else None
+        return _Norm(kind, x, node.inputs[1], beta, eps, [node], node.outputs[0])
+    if node.op_type == "ReduceMean":
+        m = fuse_rms_norm._match(node)
+        if m is None or not m.ort_form or m.k != 1:
+            return None
+        return _Norm("rms", m.x, m.weight, None, m.eps, m.nodes, m.nodes[-1].outputs[0])
+    return None
+
+
+@dataclass
+class _Sum:
+    input: ir.Value
+    skip: ir.Value
+    bias: ir.Value | None
+    nodes: list[ir.Node]
+
+
+def _dims(value: ir.Value | None, depth: int = 3) -> list[object] | None:
+    """The shape of `value`, recovered through MatMul / Transpose when the value carries none
+    (the default passes leave a Linear's MatMul(x, Transpose(W)) unannotated)."""
+    if value is None:
+        return None
+    if value.shape is not None:
+        return list(value.shape)
+    node = value.producer()
+    if node is None or node.domain or depth == 0:
+        return None
+    if node.op_type == "Transpose":
+        src = _dims(node.inputs[0], depth - 1)
+        perm = node.attributes.get("perm")
+        if src is None:
+            return None
+        order = list(perm.as_ints()) if perm is not None else list(range(len(src)))[::-1]
+        return [src[i] for i in order] if sorted(order) == list(range(len(src))) else None
+    if node.op_type == "MatMul":
+        a, b = _dims(node.inputs[0], depth - 1), _dims(node.inputs[1], depth - 1)
+        if a is None or b is None or len(a) < 2 or len(b) != 2 or a[-1] != b[0]:
+            return None
+        return [*a[:-1], b[1]]
+    return None
+
+
+def _full(value: ir.Value | None, shape: list[int]) -> bool:
+    return _dims(value) == shape
+
+
+def _sum(s: ir.Value, shape: list[int], with_bias: bool) -> _Sum | None:
+    """`s` as Add(input, skip) or, with `with_bias`, Add(Add(input, skip), bias) /
+    Add(Add(input, bias), skip) (the inner Add read only by the outer)."""
+    add = f.producer(s, "Add")
+    if add is None:
+        return None
+    a, b = add.inputs[0], add.inputs[1]
+    if _full(a, shape) and _full(b, shape):
+        assert a is not None and b is not None
+        if with_bias:   # one side may itself be Add(x, bias)
+            for inner_v, other in ((a, b), (b, a)):
+                inner = f.producer(inner_v, "Add")
+                if inner is None or inner_v.is_graph_output() or len(inner_v.uses()) != 1:
+                    continue
+                for i in (0, 1):
+                    bias = inner.inputs[1 - i]
+                    x = inner.inputs[i]
+                    if _full(x, shape) and _hidden_vector(bias, shape[-1]) \
+                            and f.constant(bias) is not None:
+                        assert x is not None
+                        return _Sum(x, other, bias, [inner, add])
+        return _Sum(a, b, None, [add])
+    if not with_bias:
+        return None
+    for i in (0, 1):
+        inner_v, bias = add.inputs[i], add.inputs[1 - i]
+        if inner_v is None or not _hidden_vector(bias, shape[-1]) or f.constant(bias) is None:
+            continue
+        inner = f.producer(inner_v, "Add")
+        if inner is None or inner_v.is_graph_output() or len(inner_v.uses()) != 1:
+            continue
+        x, y = inner.inputs[0], inner.inputs[1]
+        if _full(x, shape) and _full(y, shape):
+            assert x is not None and y is not None
+            return _Sum(x, y, bias, [inner, add])
+    return None
+
+
+class FuseSkipNormPass(ir.passes.InPlacePass):
+    """Add(input, skip) [+ bias] -> norm  =>  Skip(Simplified)LayerNormalization (gated)."""
+
+    def __init__(self, max_rows: int | None = None, max_hidden: int | None = None,
+                 layer_norm: bool = True) -> None:
+        super().__init__()
+        self.max_rows = max_rows
+        self.max_hidden = max_hidden
+        self.layer_norm = layer_norm
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        for graph in f.graphs(model):
+            namer = f.Namer(graph)
+            for node in list(graph):
+                if node.graph is not graph:
+                    continue
+                norm = _norm(node)
+                if norm is not None and self._fuse(graph, namer, norm):
+                    modified = True
+        if modified and CONTRIB_DOMAIN not in model.opset_imports:
+            model.opset_imports[CONTRIB_DOMAIN] = 1
+        return ir.passes.PassResult(model, modified)
+
+    def _fuse(self, graph: ir.Graph, namer: f.Namer, norm: _Norm) -> bool:
+        x = norm.x
+        if norm.kind == "layer" and not self.layer_norm:
+            return False
+        if x.dtype not in _KERNEL_TYPES or x.shape is None or len(x.shape) not in (2, 3):
+            return False
+        shape = f.static_dims(x, range(len(x.shape)))
+        if shape is None or 0 in shape:
+            return False
+        hidden, rows = shape[-1], int(np.prod(shape[:-1]))
+        if (self.max_rows is not None and rows > self.max_rows) or \
+                (self.max_hidden is not None and hidden > self.max_hidden):
+            return False
+        if norm.gamma is not None and not _hidden_vector(norm.gamma, hidden):
+            return False
+        if norm.beta is not None and not _hidden_vector(norm.beta, hidden):
+            return False
+        if any(v is not None and v.dtype != x.dtype for v in (norm.gamma, norm.beta)):
+            return False
+        s = _sum(x, shape, with_bias=norm.kind == "layer")
+        if s is None or (s.bias is not None and s.bias.dtype != x.dtype):
+            return False
+        if s.input is s.skip:
+            return False
+        inside = {id(n) for n in norm.nodes}
+        outside = x.is_graph_output() or any(id(u.node) not in inside for u in x.uses())
+        anchor = norm.nodes[0]
+        gamma = norm.gamma
+        if gamma is None:
+            gamma = f.unit_scale(namer, anchor, x, 1)
+            if gamma is None:
+                return False
+        if norm.kind == "layer":
+            op = "SkipLayerNormalization"
+            inputs: list[ir.Value | None] = [s.input, s.skip, gamma, norm.beta, s.bias]
+            while inputs[-1] is None:
+                inputs.pop()
+        else:
+            op = "SkipSimplifiedLayerNormalization"
+            inputs = [s.input, s.skip, gamma]
+        node = ir.node(op, inputs, attributes={"epsilon": float(norm.eps)}, domain=CONTRIB_DOMAIN,
+                       name=namer(anchor, op), metadata_props=dict(anchor.metadata_props),
+                       num_outputs=4 if outside else 1)
+        out = node.outputs[0]
+        out.name = f"{node.name.lstrip('/').replace('/', '_')}_out"
+        out.dtype, out.shape = x.dtype, x.shape
+        old_nodes = [*s.nodes, *norm.nodes]
+        if outside:
+            total = node.outputs[3]
+            total.dtype, total.shape = x.dtype, x.shape
+            order = {id(n): i for i, n in enumerate(graph)}
+            # The sum's other readers now read the kernel's input_skip_bias_sum: the fused node
+            # goes where the sum was produced (every reader of it comes after that point), so
+            # the norm's parameters must be known there.
+            last_add = max(s.nodes, key=lambda n: order[id(n)])
+            late = []
+            for v in (gamma, norm.beta):
+                p = None if v is None else v.producer()
+                if p is not None and order.get(id(p), -1) > order[id(last_add)]:
+                    if p.op_type != "Constant" or p.domain:
+                        return False
+                    late.append(p)
+            for p in late:     # a Constant has no inputs: it can move up
+                graph.remove(p)
+                graph.insert_before(last_add, p)
+            graph.insert_before(last_add, node)
+            name = x.name
+            x.name = f"{name}__fused" if name else None
+            total.name = name
+            ir.convenience.replace_all_uses_with(x, total, replace_graph_outputs=True)
+            # The norm's own output keeps its name and readers.
+            old_out = norm.output
+            oname = old_out.name
+            old_out.name = f"{oname}__fused" if oname else None
+            out.name = oname
+            if old_out.shape is not None:
+                out.shape = old_out.shape
+            ir.convenience.replace_all_uses_with(old_out, out, replace_graph_outputs=True)
+            graph.remove(sorted(old_nodes, key=lambda n: -order[id(n)]), safe=True)
+        else:
+            f.replace(graph, old_nodes, [node], norm.output, out)
+        return True
+
+
+__all__ = ["FuseSkipNormPass"]
