@@ -443,8 +443,13 @@ def dequantize_affine(g: GraphBuilder, input: Tensor, block_size: list[int], sca
         scale_shape = [shape[axis]]
     else:
         scale_shape = [n if i != axis else -(-n // block) for i, n in enumerate(shape)]
-    s = g.op("Reshape", _param(g, scale, _F32, per_tensor=False), g.const(np.asarray(scale_shape)))
-    s.dtype = _F32
+    scale_data = _constant(scale)
+    if scale_data is not None:  # a constant, as ORT's weight fusions (MatMulNBits) need
+        s = g.const(scale_data.reshape(scale_shape).astype(np.float32), _F32)
+    else:
+        s = g.op("Reshape", _param(g, scale, _F32, per_tensor=False),
+                 g.const(np.asarray(scale_shape)))
+        s.dtype = _F32
     z = None
     if zero_point is not None:
         z = _param(g, zero_point, qtype, per_tensor=False) if zp_data is None else \

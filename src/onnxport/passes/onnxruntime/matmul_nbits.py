@@ -1,0 +1,225 @@
+"""FuseMatMulNBitsPass: a weight-only quantized matmul as ONNX Runtime's MatMulNBits.
+
+Matched wherever a MatMul or Gemm multiplies a float activation by a dequantized constant
+weight, in any of the layouts the translations and other exporters write:
+
+    MatMul(A, DequantizeLinear(W[K, N], axis=0, block_size) )       blocks along K
+    MatMul(A, Transpose(DequantizeLinear(W[N, K], axis=1, block_size)))
+    Gemm(A, DequantizeLinear(W[N, K], ...), [bias], transB=1)      a Linear
+    Gemm(A, DequantizeLinear(W[K, N], ...), [bias], transB=0)
+
+and the per-output-channel (axis along N, no block size) and per-tensor forms of each, which
+are the blocked form with every block of a row sharing its scale. W is a 4-bit (INT4/UINT4)
+or 8-bit (INT8/UINT8) constant. It becomes
+
+    com.microsoft.MatMulNBits(A, B, scales, [zero_points], bias=...)   K, N, bits, block_size
+
+following ORT's ContribOperators.md: B is uint8 [N, n_blocks, block_size * bits / 8], the
+values of each block packed along K (4 bits: the first value in the low nibble); scales are
+[N, n_blocks] of A's type; zero points are uint8 [N, ceil(n_blocks * bits / 8)] packed the
+same way, omitted when they are all the default 2^(bits-1). Signed weights are stored as
+unsigned (q + 2^(bits-1), zero point + 2^(bits-1)): the same (q - zero_point) * scale.
+block_size must be a power of two >= 16: a blocked DequantizeLinear of another block size is
+left alone; per channel / per tensor take `block_size` 128 (32 when K < 128), K padded to
+whole blocks (with zero-point values, which multiply nothing).
+
+`accuracy_level` (default 0: A stays float32, the weight is dequantized exactly and the sum
+is a float32 matmul, matching DequantizeLinear + MatMul up to summation order) is passed to
+the node; 4 lets ORT quantize A to int8 per block, faster but no longer exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from onnxport.passes import _fusion as f
+from onnxport.passes.onnxruntime import CONTRIB_DOMAIN
+
+_BITS = {ir.DataType.INT4: (4, True), ir.DataType.UINT4: (4, False),
+         ir.DataType.INT8: (8, True), ir.DataType.UINT8: (8, False)}
+_KERNEL_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16)
+
+
+def _attr(node: ir.Node, name: str, default: int | float) -> int | float:
+    a = node.attributes.get(name)
+    return default if a is None else a.value
+
+
+def _pow2(n: int) -> bool:
+    return n >= 16 and n & (n - 1) == 0
+
+
+def _pack(values: np.ndarray, bits: int) -> np.ndarray:
+    """uint8 values (< 2^bits) along the last axis, packed: 8 bits as is, 4 bits two per byte
+    with the first in the low nibble (an odd count padded with 0)."""
+    if bits == 8:
+        return values.astype(np.uint8)
+    if values.shape[-1] % 2:
+        values = np.concatenate([values, np.zeros((*values.shape[:-1], 1), values.dtype)], -1)
+    v = values.astype(np.uint8)
+    return (v[..., 0::2] | (v[..., 1::2] << 4)).astype(np.uint8)
+
+
+class _Weight:
+    """A dequantized constant weight, normalized to [N, K] with per-(row, block) parameters."""
+
+    def __init__(self, q: np.ndarray, scale: np.ndarray, zero: np.ndarray | None, block: int,
+                 bits: int, signed: bool) -> None:
+        self.q, self.scale, self.zero = q, scale, zero   # [N, K], [N, K/block], [N, K/block]
+        self.block, self.bits, self.signed = block, bits, signed
+
+
+def _read_weight(dq: ir.Node, n_axis: int) -> _Weight | None:
+    """The weight of DequantizeLinear `dq` whose output is [K, N] (`n_axis` 1) or [N, K]
+    (`n_axis` 0), as [N, K]; None when it is not a constant 4/8-bit 2-D weight."""
+    w, scale = dq.inputs[0], dq.inputs[1]
+    zero = dq.inputs[2] if len(dq.inputs) > 2 else None
+    if w is None or w.dtype not in _BITS or w.shape is None or len(w.shape) != 2:
+        return None
+    q, s = f.constant(w), f.constant(scale)
+    z = None if zero is None else f.constant(zero)
+    if q is None or s is None or (zero is not None and z is None):
+        return None
+    if s.dtype != np.float32 or q.ndim != 2:
+        return None
+    bits, signed = _BITS[w.dtype]
+    q = q.astype(np.int32)
+    if n_axis == 1:
+        q = q.T
+    n, k = q.shape
+    axis = int(_attr(dq, "axis", 1))
+    axis = axis + 2 if axis < 0 else axis
+    block = int(_attr(dq, "block_size", 0))
+    k_axis = 1 - n_axis
+    if block:
+        if axis != k_axis or not _pow2(block) or s.ndim != 2:
+            return None
+        nb = -(-k // block)
+        s = s.T if n_axis == 1 else s
+        z = None if z is None else (z.T if n_axis == 1 else z)
+        if s.shape != (n, nb) or (z is not None and z.shape != (n, nb)):
+            return None
+    else:
+        if s.size == 1:
+            s_row, z_row = np.full(n, s.reshape(())), None if z is None else \
+                np.full(n, z.reshape(()))
+        elif s.ndim == 1 and s.size == n and axis == n_axis:
+            s_row, z_row = s, z
+        else:
+            return None
+        block = 128 if k >= 128 else 32
+        nb = -(-k // block)
+        s = np.repeat(s_row.reshape(n, 1), nb, 1)
+        z = None if z_row is None else np.repeat(np.asarray(z_row).reshape(n, 1), nb, 1)
+    return _Weight(q, s.astype(np.float32), None if z is None else np.asarray(z, np.int32),
+                   block, bits, signed)
+
+
+class FuseMatMulNBitsPass(ir.passes.InPlacePass):
+    """MatMul/Gemm of a 4- or 8-bit dequantized constant weight as com.microsoft.MatMulNBits."""
+
+    def __init__(self, bits: tuple[int, ...] = (4, 8), accuracy_level: int = 0) -> None:
+        super().__init__()
+        self.bits = bits
+        self.accuracy_level = accuracy_level
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        for graph in f.graphs(model):
+            namer = f.Namer(graph)
+            for node in list(graph):
+                if node.graph is not graph or node.domain or node.op_type not in ("Gemm", "MatMul"):
+                    continue
+                match = self._match(node)
+                if match is None:
+                    continue
+                self._rewrite(graph, namer, node, *match)
+                modified = True
+        if modified:
+            model.opset_imports.setdefault(CONTRIB_DOMAIN, 1)
+        return ir.passes.PassResult(model, modified)
+
+    def _match(self, node: ir.Node) -> tuple[list[ir.Node], _Weight, ir.Value | None] | None:
+        """(the weight's nodes to drop if unused, the weight, the bias)."""
+        a = node.inputs[0]
+        if a is None or a.dtype not in _KERNEL_TYPES or f.rank(a) is None or f.rank(a) < 1:
+            return None
+        bias = None
+        if node.op_type == "Gemm":
+            if _attr(node, "transA", 0) or _attr(node, "alpha", 1.0) != 1.0 \
+                    or _attr(node, "beta", 1.0) != 1.0:
+                return None
+            dq = f.producer(node.inputs[1], "DequantizeLinear")
+            chain = [dq]
+            n_axis = 0 if _attr(node, "transB", 0) else 1
+            bias = node.inputs[2] if len(node.inputs) > 2 else None
+        else:
+            transpose = f.producer(node.inputs[1], "Transpose")
+            if transpose is not None:
+                perm = transpose.attributes.get("perm")
+                if perm is not None and list(perm.as_ints()) != [1, 0]:
+                    return None
+                dq, n_axis = f.producer(transpose.inputs[0], "DequantizeLinear"), 0
+                chain = [transpose, dq]
+            else:
+                dq, n_axis = f.producer(node.inputs[1], "DequantizeLinear"), 1
+                chain = [dq]
+        if dq is None:
+            return None
+        weight = _read_weight(dq, n_axis)
+        if weight is None or weight.bits not in self.bits:
+            return None
+        if weight.q.shape[1] != (a.shape[-1] if a.shape is not None else None):
+            return None
+        return [n for n in chain if n is not None], weight, bias
+
+    def _rewrite(self, graph: ir.Graph, namer: f.Namer, node: ir.Node, chain: list[ir.Node],
+                 weight: _Weight, bias: ir.Value | None) -> None:
+        a = node.inputs[0]
+        dtype = a.dtype
+        n, k = weight.q.shape
+        bits, block = weight.bits, weight.block
+        nb = -(-k // block)
+        offset = 1 << (bits - 1) if weight.signed else 0
+        zero = (np.full((n, nb), 0, np.int32) if weight.zero is None else weight.zero) + offset
+        # values as unsigned, K padded to whole blocks with each block's zero point
+        q = weight.q + offset
+        pad = nb * block - k
+        if pad:
+            q = np.concatenate([q, np.repeat(zero[:, -1:], pad, 1)], 1)
+        b_data = _pack(q.reshape(n, nb, block), bits)
+        inputs: list[ir.Value | None] = [
+            a, namer.constant(node, b_data),
+            namer.constant(node, weight.scale.astype(dtype.numpy())),
+        ]
+        if not np.all(zero == 1 << (bits - 1)):  # else the default zero point
+            inputs.append(namer.constant(node, _pack(zero.astype(np.uint8), bits)))
+        # a [N] bias is the node's input; any other (broadcast) bias an Add after it
+        vector_bias = bias is not None and bias.dtype == dtype and bias.shape is not None \
+            and list(bias.shape) == [n]
+        if vector_bias:
+            inputs += [None] * (5 - len(inputs)) + [bias]
+        attrs = {"K": k, "N": n, "bits": bits, "block_size": block}
+        if self.accuracy_level:
+            attrs["accuracy_level"] = self.accuracy_level
+        new = [f.make_node(namer, node, "MatMulNBits", inputs, attrs, domain=CONTRIB_DOMAIN,
+                           dtype=dtype)]
+        y = new[0].outputs[0]
+        if bias is not None and not vector_bias:
+            new.append(f.make_node(namer, node, "Add", [y, bias], dtype=dtype))
+            y = new[-1].outputs[0]
+        f.replace(graph, [node], new, node.outputs[0], y)
+        for dead in chain:
+            if dead.graph is graph and not any(o.uses() or o.is_graph_output()
+                                               for o in dead.outputs):
+                inputs_of_dead = [v for v in dead.inputs if v is not None]
+                graph.remove(dead, safe=True)
+                for v in inputs_of_dead:  # the integer weight and its parameters
+                    if v.uses() or v.is_graph_output() or v.is_graph_input():
+                        continue
+                    const = f.producer(v, "Constant")
+                    if const is not None and const.graph is graph:
+                        graph.remove(const, safe=True)
+                    elif v.name in graph.initializers:
+                        del graph.initializers[v.name]
