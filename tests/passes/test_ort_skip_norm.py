@@ -11,7 +11,7 @@ from transformers.models.llama.modeling_llama import LlamaRMSNorm
 from onnxport.passes import default_passes
 from onnxport.passes.onnxruntime import CONTRIB_DOMAIN, onnxruntime_passes
 from onnxport.passes.onnxruntime.fuse_skip_norm import FuseSkipNormPass
-from tests.passes.fusion_helpers import assert_same, fuse, nodes_of, ops
+from tests.passes.fusion_helpers import assert_same, fuse, nodes_of, ops, unfused
 
 import onnxport
 
@@ -65,8 +65,10 @@ def _args(rows: int = 5, batch: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def test_post_norm_layer_norm_with_bias() -> None:
+    """Without the default fusions the Linear's bias is an Add before the residual Add (with
+    them it is inside a Gemm, and the sum is Add(Gemm, residual): the case below)."""
     model, args = PostNorm(), _args()
-    before = _program(model, args, 18)
+    before = unfused(model, args)
     assert ops(before)["LayerNormalization"] == 1 and ops(before)["SkipLayerNormalization"] == 0
     after = fuse(before, ALL)
     assert ops(after)["LayerNormalization"] == 0 and ops(after)["Add"] == 0
@@ -92,7 +94,19 @@ def test_pre_norm_rms_keeps_the_sum(opset: int) -> None:
     assert len(node.outputs) == 4 and node.outputs[3].uses()
     assert node.inputs[2].name == "norm.weight"
     assert ops(after)["ReduceMean"] == ops(after)["RMSNormalization"] == 0
-    assert ops(after)["Add"] == 1                            # only the second residual
+    assert ops(after)["Add"] == 0      # the second residual is the C of the projection's Gemm
+    assert ops(after)["Gemm"] == 1
+    assert_same(model, args, before, after)
+
+
+def test_post_norm_after_default_passes() -> None:
+    """After the default passes (the Linear is a 2-D Gemm with its bias): Add + LayerNorm."""
+    model, args = PostNorm(), _args()
+    before = _program(model, args, 18)
+    assert ops(before)["Gemm"] == 1
+    after = fuse(before, ALL)
+    (node,) = nodes_of(after, "SkipLayerNormalization")
+    assert ops(after)["LayerNormalization"] == 0 and ops(after)["Add"] == 0
     assert_same(model, args, before, after)
 
 

@@ -15,23 +15,26 @@ from onnxport.passes.fuse_gelu import FuseGeluPass
 from onnxport.passes.fuse_gemm import FuseGemmPass
 from onnxport.passes.fuse_layer_norm import FuseLayerNormPass
 from onnxport.passes.fuse_rms_norm import FuseRMSNormPass
+from onnxport.passes.fuse_rows import FuseRowsPass
 from onnxport.passes.pretranspose_weights import PretransposeWeightsPass, transposed_weights
 
 
 def fusion_passes() -> list[ir.passes.PassBase]:
     """Every fusion pass, in the order they run (the default list runs those that pay off)."""
     return [FuseLayerNormPass(), FuseRMSNormPass(), FuseGeluPass(), FuseAttentionPass(),
-            FuseGemmPass(), FuseDynamicQuantMatMulPass()]
+            FuseRowsPass(), FuseGemmPass(), FuseDynamicQuantMatMulPass()]
 
 
 # The fusions `default_passes()` runs: those that made ONNX Runtime (CPU) measurably faster in
 # benchmarks/bench_latency.py --ablation (docs/benchmarks.md, "ORT latency and fusion passes"):
-# LayerNorm -15%, RMSNorm -16%, GELU -12% on blocks that use them. FuseGemmPass is left out:
-# ORT fuses MatMul + Add into Gemm itself, and its ORT latency did not change beyond the noise.
+# LayerNorm -15%, RMSNorm -16%, GELU -12% on blocks that use them. FuseRowsPass carries
+# row-wise groups holding a Linear as 2-D (rows, hidden), where FuseGemmPass makes each Linear
+# one Gemm (-2 nodes a Linear) and ORT no longer forms its slow SkipLayerNormalization (BERT
+# -10%); FuseGemmPass alone (3-D MatMuls stay) did not change ORT latency.
 # FuseDynamicQuantMatMulPass matches dynamically quantized matmuls only (PT2E dynamic flows):
 # ORT runs them as DynamicQuantizeMatMul integer kernels, which it never forms by itself.
 DEFAULT_FUSIONS = (FuseLayerNormPass, FuseRMSNormPass, FuseGeluPass, FuseAttentionPass,
-                   FuseDynamicQuantMatMulPass)
+                   FuseRowsPass, FuseGemmPass, FuseDynamicQuantMatMulPass)
 
 
 # PretransposeWeightsPass is not in the default list: a weight stored transposed keeps its
@@ -98,5 +101,5 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase] | None = No
 
 PassFactory = Callable[[], ir.passes.PassBase]
 __all__ = ["FoldConstantsPass", "FuseAttentionPass", "FuseGeluPass", "FuseGemmPass", "FuseLayerNormPass",
-           "FuseRMSNormPass", "PretransposeWeightsPass", "cleanup_passes", "default_passes",
+           "FuseRMSNormPass", "FuseRowsPass", "PretransposeWeightsPass", "cleanup_passes", "default_passes",
            "fusion_passes", "run_passes", "target_passes", "transposed_weights", "TARGETS"]

@@ -128,6 +128,58 @@ def rank(value: ir.Value | None) -> int | None:
     return None if value is None or value.shape is None else len(value.shape)
 
 
+_SAME_SHAPE = {"Cast", "Erf", "Exp", "Gelu", "Identity", "Neg", "Reciprocal", "Relu", "Sigmoid",
+               "Sqrt", "Tanh", "LayerNormalization", "RMSNormalization", "Softmax"}
+_BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "Where", "Max", "Min"}
+
+
+def dims_of(value: ir.Value | None, depth: int = 8) -> list[object] | None:
+    """The shape of `value`, recovered through MatMul / Transpose / elementwise ops / keepdims
+    reductions when the value carries none (the translations leave a Linear's
+    MatMul(x, Transpose(W)) unannotated, and passes build nodes without shapes)."""
+    if value is None:
+        return None
+    if value.shape is not None:
+        return list(value.shape)
+    node = value.producer()
+    if node is None or node.domain or depth == 0:
+        return None
+    if node.op_type in _SAME_SHAPE and node.outputs[0] is value:
+        return dims_of(node.inputs[0], depth - 1)
+    if node.op_type in _BROADCAST:
+        shapes = [dims_of(v, depth - 1) for v in node.inputs]
+        if any(sh is None for sh in shapes):
+            return None
+        r = max(len(sh) for sh in shapes)   # type: ignore[arg-type]
+        out: list[object] = []
+        for i in range(r):
+            ds = {sh[len(sh) - r + i] for sh in shapes if len(sh) - r + i >= 0}  # type: ignore[arg-type]
+            ds.discard(1)
+            if len(ds) > 1:
+                return None
+            out.append(ds.pop() if ds else 1)
+        return out
+    if node.op_type in ("ReduceMean", "ReduceSum"):
+        x = dims_of(node.inputs[0], depth - 1)
+        axes = None if x is None else reduce_axes(node, len(x))
+        if x is None or axes is None:
+            return None
+        return [1 if i in axes else d for i, d in enumerate(x)]
+    if node.op_type == "Transpose":
+        src = dims_of(node.inputs[0], depth - 1)
+        perm = node.attributes.get("perm")
+        if src is None:
+            return None
+        order = list(perm.as_ints()) if perm is not None else list(range(len(src)))[::-1]
+        return [src[i] for i in order] if sorted(order) == list(range(len(src))) else None
+    if node.op_type == "MatMul":
+        a, b = dims_of(node.inputs[0], depth - 1), dims_of(node.inputs[1], depth - 1)
+        if a is None or b is None or len(a) < 2 or len(b) != 2 or a[-1] != b[0]:
+            return None
+        return [*a[:-1], b[1]]
+    return None
+
+
 def empty_trailing(value: ir.Value, k: int) -> bool:
     """Whether one of the last `k` dims of `value` is statically 0 (an empty normalized slice,
     which ORT's LayerNormalization / RMSNormalization kernels refuse)."""

@@ -265,8 +265,67 @@ class FuseAttentionPass(ir.passes.InPlacePass):
                 for node in list(graph):
                     if node.graph is graph and not node.domain and node.op_type == "Attention":
                         modified |= _lean_inputs(graph, namer, node)
+            else:
+                additive: dict[tuple[int, bool, float], ir.Value] = {}
+                for node in list(graph):
+                    if node.graph is graph and not node.domain and node.op_type == "Softmax":
+                        m = _match_eager(node)
+                        if m is not None and m.where is not None:
+                            modified |= _additive_mask(graph, namer, m, additive)
             modified |= _merge_transposes(graph, namer)
         return ir.passes.PassResult(model, modified)
+
+
+def _additive_mask(graph: ir.Graph, namer: f.Namer, m: _Eager,
+                   additive: dict[tuple[int, bool, float], ir.Value]) -> bool:
+    """Below opset 23, a boolean mask applied as Where(mask, S, -inf) becomes Add(S, A) with
+    A = Where(mask, 0, -inf), computed once for every attention sharing the mask (what eager
+    PyTorch's math attention does: a boolean mask is turned into an additive one), or a
+    constant when the mask is. With a constant mask that leaves every query row at least one
+    key, no row of the Softmax is NaN, so the IsNaN/Where that zeroes such rows goes."""
+    assert m.where is not None
+    cond, keep, fill = m.where
+    where = next(n for n in m.nodes if n.op_type == "Where" and n.inputs[0] is cond
+                 and f.scalar(n.inputs[2 if keep else 1]) == fill)
+    scores = where.inputs[1 if keep else 2]
+    if scores is None or scores.dtype != ir.DataType.FLOAT:
+        return False
+    data = f.constant(cond)
+    key = (id(cond), keep, fill)
+    if key not in additive and (data is None or not (data == keep).all()):
+        if data is not None:
+            table = np.where(data == keep, np.float32(0), np.float32(fill)).astype(np.float32)
+            additive[key] = namer.constant(where, table)
+        else:
+            zero = namer.constant(where, np.array(0, dtype=np.float32))
+            inf = namer.constant(where, np.array(fill, dtype=np.float32))
+            node = f.make_node(namer, where, "Where", [cond, zero, inf] if keep else
+                               [cond, inf, zero], dtype=ir.DataType.FLOAT, shape=cond.shape)
+            producer = cond.producer()
+            if producer is not None and producer.graph is graph:
+                graph.insert_after(producer, node)
+            else:
+                first = next(n for n in graph if n.op_type != "Constant")
+                graph.insert_before(first, node)
+            additive[key] = node.outputs[0]
+    if data is not None and (data == keep).all():      # nothing masked: no Add at all
+        ir.convenience.replace_all_uses_with(where.outputs[0], scores)
+        graph.remove(where, safe=True)
+    else:
+        add = f.make_node(namer, where, "Add", [scores, additive[key]], dtype=scores.dtype,
+                          shape=where.outputs[0].shape)
+        f.replace(graph, [where], [add], where.outputs[0], add.outputs[0])
+    if data is not None and math.isinf(fill):
+        kept = np.broadcast_to(data == keep, np.broadcast_shapes(data.shape, (1, 1)))
+        isnan = next((n for n in m.nodes if n.op_type == "IsNaN"), None)
+        if isnan is not None and kept.any(axis=-1).all():
+            guard = only = f.only_user(isnan.outputs[0], "Where")
+            assert only is not None
+            probs = guard.inputs[2]
+            assert probs is not None
+            ir.convenience.replace_all_uses_with(guard.outputs[0], probs)
+            graph.remove([guard, isnan], safe=True)
+    return True
 
 
 def _to_attention(graph: ir.Graph, namer: f.Namer, m: _Eager) -> None:

@@ -14,14 +14,15 @@ pre-norm residual stream of GPT-2/Llama blocks). The bias is folded in for SkipL
 only (ORT documents a `bias` input for SkipSimplifiedLayerNormalization, but its CPU kernel does
 not add it to the returned sum in every release).
 
-When it pays: ONNX Runtime 1.32's CPU kernels (fp32, 1 thread, measured in
-benchmarks/bench_skip_norm-style micro runs, docs/benchmarks.md "ORT target") are *slower* than
+When it pays: ONNX Runtime 1.32's CPU kernels (fp32, 1 thread, measured by
+`benchmarks/bench_latency.py --kernels`, docs/benchmarks.md "ORT latency") are *slower* than
 Add + LayerNormalization for every size measured (1.3x at one 256-wide row, 6x at 128 rows),
 and SkipSimplifiedLayerNormalization is faster than Add + SimplifiedLayerNormalization only for
 single rows of up to ~1024 (decode steps). ORT also forms SkipLayerNormalization by itself
-when the Add's inputs are 3-D. The pass therefore takes a gate: `max_rows` (the static number
-of rows, product of all but the last dim; None = no limit), `max_hidden` (None = no limit) and
-`layer_norm` (whether LayerNormalization is fused at all). The instance the ONNX Runtime target
+when the Add's inputs are 3-D (FuseRowsPass keeps them 2-D, which avoids that). The pass
+therefore takes a gate: `max_rows` (the static number of rows, product of all but the last
+dim; None = no limit), `max_hidden` (None = no limit) and `layer_norm` (whether
+LayerNormalization is fused at all). The instance the ONNX Runtime target
 runs uses the measured gate: RMS norms only, one row, hidden <= 1024.
 """
 
@@ -99,33 +100,8 @@ class _Sum:
     nodes: list[ir.Node]
 
 
-def _dims(value: ir.Value | None, depth: int = 3) -> list[object] | None:
-    """The shape of `value`, recovered through MatMul / Transpose when the value carries none
-    (the default passes leave a Linear's MatMul(x, Transpose(W)) unannotated)."""
-    if value is None:
-        return None
-    if value.shape is not None:
-        return list(value.shape)
-    node = value.producer()
-    if node is None or node.domain or depth == 0:
-        return None
-    if node.op_type == "Transpose":
-        src = _dims(node.inputs[0], depth - 1)
-        perm = node.attributes.get("perm")
-        if src is None:
-            return None
-        order = list(perm.as_ints()) if perm is not None else list(range(len(src)))[::-1]
-        return [src[i] for i in order] if sorted(order) == list(range(len(src))) else None
-    if node.op_type == "MatMul":
-        a, b = _dims(node.inputs[0], depth - 1), _dims(node.inputs[1], depth - 1)
-        if a is None or b is None or len(a) < 2 or len(b) != 2 or a[-1] != b[0]:
-            return None
-        return [*a[:-1], b[1]]
-    return None
-
-
 def _full(value: ir.Value | None, shape: list[int]) -> bool:
-    return _dims(value) == shape
+    return f.dims_of(value) == shape
 
 
 def _sum(s: ir.Value, shape: list[int], with_bias: bool) -> _Sum | None:

@@ -1,0 +1,185 @@
+"""FuseRowsPass (+ FuseGemmPass): row-wise groups on static (..., hidden) tensors carried as 2-D,
+each Linear one Gemm; the causal mask folded and applied as an additive constant below opset 23.
+Each rewrite is checked in ONNX Runtime against the unfused graph and eager."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import onnxport
+from onnxport.passes import (FoldConstantsPass, FuseAttentionPass, FuseGemmPass, FuseRowsPass,
+                             default_passes, run_passes)
+from tests.passes.fusion_helpers import (assert_same, fuse, nodes_of, ops, ort_optimized_ops,
+                                         unfused)
+
+H = 16
+
+
+class PostNormBlock(torch.nn.Module):
+    """BERT's layout: Linear -> GELU -> Linear, residual Add, LayerNorm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(H, 4 * H)
+        self.down = torch.nn.Linear(4 * H, H)
+        self.norm = torch.nn.LayerNorm(H)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x + self.down(F.gelu(self.up(x))))
+
+
+X = (torch.randn(2, 5, H),)
+
+
+def _default_18(model: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> onnxport.ONNXProgram:
+    model.eval()
+    return onnxport.export(model, args)
+
+
+def test_linears_become_gemms_on_rows() -> None:
+    model = PostNormBlock()
+    before = unfused(model, X)
+    assert ops(before)["MatMul"] == 2 and ops(before)["Transpose"] == 2
+    after = fuse(before, FuseRowsPass(), FuseGemmPass())
+    got = ops(after)
+    assert got["Gemm"] == 2 and got["MatMul"] == got["Transpose"] == 0
+    assert got["Reshape"] == 2                   # one into rows, one back to (2, 5, H)
+    gemm = nodes_of(after, "Gemm")[0]
+    assert gemm.inputs[1].name == "up.weight" and gemm.attributes["transB"].as_int() == 1
+    norm = nodes_of(after, "LayerNormalization")[0]
+    assert list(norm.inputs[0].shape) == [10, H] and norm.attributes["axis"].as_int() == -1
+    assert list(after.model.graph.outputs[0].shape) == [2, 5, H]
+    assert_same(model, X, before, after)
+    # ONNX Runtime keeps Add + LayerNormalization (its SkipLayerNormalization is slower on CPU).
+    assert "com.microsoft.SkipLayerNormalization" not in ort_optimized_ops(after)
+    assert "com.microsoft.SkipLayerNormalization" in ort_optimized_ops(before)
+
+
+class Conv1DBlocks(torch.nn.Module):
+    """GPT-2's Conv1D: view -> addmm -> view around each projection, split on the last axis,
+    in two blocks on a residual stream."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(H, 3 * H) / 4)
+                                         for _ in range(2)])
+        self.b = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(3 * H)) for _ in range(2)])
+        self.norm = torch.nn.ModuleList([torch.nn.LayerNorm(H) for _ in range(2)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for w, b, norm in zip(self.w, self.b, self.norm):
+            h = norm(x)
+            y = torch.addmm(b, h.view(-1, H), w).view(*x.shape[:-1], 3 * H)
+            a, g, c = y.split(H, dim=-1)
+            x = x + a * torch.sigmoid(g) + c
+        return x
+
+
+def test_reshapes_around_2d_matmuls_cancel() -> None:
+    model = Conv1DBlocks()
+    before = unfused(model, X)
+    after = fuse(before, FuseRowsPass())
+    assert ops(before)["Reshape"] == 4 and ops(before)["Gemm"] == 2
+    assert ops(after)["Reshape"] == 2        # into rows at x, back at the output
+    for split in nodes_of(after, "Split"):
+        assert len(split.inputs[0].shape) == 2
+    assert_same(model, X, before, after)
+
+
+class NoProduct(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * 2 + 1
+
+
+def test_no_gain_no_rewrite() -> None:
+    """A group without a matrix product whose Reshapes would not cancel is left 3-D."""
+    model = NoProduct()
+    before = unfused(model, X)
+    assert not FuseRowsPass()(fuse(before).model).modified
+
+
+@pytest.mark.parametrize("shape", [(2, 5, H), (3, 2, 5, H)])
+def test_dynamic_dims_left_alone_and_ranks(shape: tuple[int, ...]) -> None:
+    model = PostNormBlock().eval()
+    x = (torch.randn(*shape),)
+    after = _default_18(model, x)
+    assert ops(after)["Gemm"] == 2
+    assert_same(model, x, unfused(model, x), after)
+    batch = torch.export.Dim("batch")
+    dynamic = onnxport.export(model, x, dynamic_shapes=({0: batch},))
+    assert ops(dynamic)["Gemm"] == 0       # a symbolic dim: rows unknown, the graph stays 3-D
+    assert_same(model, x, unfused(model, x), dynamic)
+
+
+class Causal(torch.nn.Module):
+    def __init__(self, heads: int = 2) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(H, 3 * H)
+        self.heads = heads
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, H // self.heads).permute(2, 0, 3, 1, 4)
+        mask = torch.ones(s, s, dtype=torch.bool).tril()
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+class Padded(torch.nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                keep: torch.Tensor) -> torch.Tensor:
+        mask = keep[:, None, None, :]
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return F.scaled_dot_product_attention(a, v, k, attn_mask=mask)
+
+
+def test_constant_causal_mask_is_additive_without_zero_rows() -> None:
+    model = Causal()
+    before = unfused(model, X)
+    assert ops(before)["IsNaN"] == 1 and ops(before)["Where"] >= 2
+    after = fuse(before, FoldConstantsPass(), FuseAttentionPass())
+    got = ops(after)
+    assert got["IsNaN"] == 0 and got["Where"] == 0 and got["Softmax"] == 1
+    (add,) = [n for n in nodes_of(after, "Add") if n.inputs[1].producer() is not None
+              and n.inputs[1].producer().op_type == "Constant"
+              and list(n.inputs[1].shape) == [5, 5]]
+    assert add.inputs[0].producer().op_type == "MatMul"
+    assert_same(model, X, before, after)
+
+
+def test_input_mask_is_shared_and_keeps_zero_rows() -> None:
+    """A mask computed from an input: one Where(mask, 0, -inf) shared by both attentions, an
+    Add each, and the zero rows of fully masked queries kept (that row is all masked here)."""
+    model = Padded()
+    q = torch.randn(2, 2, 4, 8)
+    keep = torch.tensor([[True, True, False, True], [False, False, False, False]])
+    args = (q, torch.randn(2, 2, 4, 8), torch.randn(2, 2, 4, 8), keep)
+    before = unfused(model, args)
+    after = fuse(before, FuseAttentionPass())
+    assert ops(after)["IsNaN"] == 2
+    assert ops(after)["Where"] == 3          # the shared additive mask, two zero-row guards
+    assert_same(model, args, before, after)
+
+
+def test_all_true_mask_disappears() -> None:
+    class AllTrue(torch.nn.Module):
+        def forward(self, q: torch.Tensor) -> torch.Tensor:
+            return F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(4, 4, dtype=torch.bool))
+
+    model, args = AllTrue(), (torch.randn(1, 2, 4, 8),)
+    before = unfused(model, args)
+    after = fuse(before, FoldConstantsPass(), FuseAttentionPass())
+    assert ops(after)["Where"] == ops(after)["IsNaN"] == 0 and ops(after)["Add"] == 0
+    assert_same(model, args, before, after)
+
+
+def test_default_list_runs_them() -> None:
+    names = [type(p).__name__ for p in default_passes()]
+    assert names.index("FuseRowsPass") < names.index("FuseGemmPass")
+    model = PostNormBlock().eval()
+    program = onnxport.export(model, X)
+    assert ops(program)["Gemm"] == 2
+    before = unfused(model, X)
+    run_passes(before.model)     # the defaults on the unfused graph: the same result
+    assert ops(before) == ops(program)
