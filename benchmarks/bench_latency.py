@@ -4,26 +4,30 @@ For each model (random weights, built from a config: nothing is downloaded) the 
 
 * `onnxport`            `onnxport.export(model, args)` (defaults: opset 18, optimize=True);
 * `onnxport opset 23`   `onnxport.export(model, args, opset_version=23)`;
+* `onnxport ort-target` `onnxport.export(model, args, target="onnxruntime")` (opset 18 plus the
+                        ONNX Runtime target's contrib-op passes);
 * `torch.onnx`          `torch.onnx.export(model, args, dynamo=True)` (its defaults);
 * `torch.onnx+ortopt`   torch.onnx's file after `onnxruntime.transformers.optimizer.
                         optimize_model(path, model_type, num_heads, hidden_size)`;
 
 and with `--ablation` also onnxport without the fusion passes and with each one alone, to
-see what each pass is worth. Each graph runs in ONNX Runtime (CPU, `--threads` intra-op
-threads, default graph optimizations); one round runs every graph once, in a rotating order,
-and `--repeat` rounds follow `--warmup` rounds. The table gives the median per graph, its
+see what each pass is worth. Each graph runs in ONNX Runtime (CPU, each `--threads` count of
+intra-op threads, default 1 and all cores, default graph optimizations); one round runs every
+graph once, in a rotating order, and `--repeat` rounds follow `--warmup` rounds. The table gives the median per graph, its
 ratio to torch.onnx's, the node count of the file and after ORT's own optimizations, and the
 largest difference from eager PyTorch.
 
     python benchmarks/bench_latency.py                          # all four models
     python benchmarks/bench_latency.py --models bert --repeat 50 --ablation
     python benchmarks/bench_latency.py --out benchmarks/results/latency_<date>.md
+    python benchmarks/bench_latency.py --kernels     # Add + norm vs ORT's Skip*LayerNormalization
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import io
 import logging
@@ -160,10 +164,10 @@ def _fusion_names() -> list[str]:
 
 
 def _onnxport(model: torch.nn.Module, inputs: dict[str, torch.Tensor], path: str, opset: int | None,
-              keep: set[str] | None = None) -> None:
+              keep: set[str] | None = None, target: str = "onnx") -> None:
     """Export with onnxport; `keep` (when given) names the fusion passes to run."""
     if keep is None:
-        program = onnxport.export(model, (), kwargs=inputs, opset_version=opset)
+        program = onnxport.export(model, (), kwargs=inputs, opset_version=opset, target=target)
     else:
         program = onnxport.export(model, (), kwargs=inputs, opset_version=opset, optimize=False)
         # The default list without its fusions, with the fusions named in `keep` in their place.
@@ -223,7 +227,8 @@ def _quiet() -> contextlib.ExitStack:
     return stack
 
 
-def bench_model(spec: Spec, args: argparse.Namespace, tmp: str) -> list[Graph]:
+def bench_model(spec: Spec, args: argparse.Namespace, tmp: str) -> dict[int, list[Graph]]:
+    """Export every graph once, then time them for each thread count: {threads: graphs}."""
     torch.manual_seed(0)
     model, inputs = spec.build()
     model.eval()
@@ -234,6 +239,7 @@ def bench_model(spec: Spec, args: argparse.Namespace, tmp: str) -> list[Graph]:
     builders: list[tuple[str, Callable[[str], None]]] = [
         ("onnxport", lambda p: _onnxport(model, inputs, p, None)),
         ("onnxport opset 23", lambda p: _onnxport(model, inputs, p, 23)),
+        ("onnxport ort-target", lambda p: _onnxport(model, inputs, p, None, target="onnxruntime")),
     ]
     if args.ablation:
         builders.append(("onnxport no fusion", lambda p: _onnxport(model, inputs, p, None, set())))
@@ -257,9 +263,9 @@ def bench_model(spec: Spec, args: argparse.Namespace, tmp: str) -> list[Graph]:
             proto = onnx.load(path, load_external_data=False)
             graph.nodes = _count(proto)
             graph.compute_nodes = _count(proto, constants=False)
-            _session(path, args.threads, path + ".ort.onnx")
+            _session(path, 1, path + ".ort.onnx")
             graph.ort_nodes = _count(onnx.load(path + ".ort.onnx", load_external_data=False))
-            graph.session = _session(path, args.threads)
+            graph.session = _session(path, 1)
             names = [i.name for i in graph.session.get_inputs()]
             given = list(inputs)
             graph.feed = {n: inputs[n if n in inputs else given[i]].numpy()
@@ -272,19 +278,26 @@ def bench_model(spec: Spec, args: argparse.Namespace, tmp: str) -> list[Graph]:
     for graph in graphs:
         if graph.label == "torch.onnx+ortopt" and used:
             graph.label = f"torch.onnx+ortopt ({used[0]})"
-    live = [g for g in graphs if g.session is not None]
-    for r in range(args.warmup + args.repeat):
-        # Alternate the order each round so no graph always runs first (or after a given one).
-        shift = r % len(live) if live else 0
-        for graph in live[shift:] + live[:shift]:
-            assert graph.session is not None
-            t0 = time.perf_counter()
-            graph.session.run(None, graph.feed)
-            if r >= args.warmup:
-                graph.times.append((time.perf_counter() - t0) * 1e3)
-    for graph in graphs:
         graph.session = None
-    return graphs
+    runs: dict[int, list[Graph]] = {}
+    for threads in args.threads:
+        copies = [dataclasses.replace(g, times=[]) for g in graphs]
+        live = [g for g in copies if not g.error]
+        for graph in live:
+            graph.session = _session(graph.path, threads)
+        for r in range(args.warmup + args.repeat):
+            # Alternate the order each round so no graph always runs first (or after a given one).
+            shift = r % len(live) if live else 0
+            for graph in live[shift:] + live[:shift]:
+                assert graph.session is not None
+                t0 = time.perf_counter()
+                graph.session.run(None, graph.feed)
+                if r >= args.warmup:
+                    graph.times.append((time.perf_counter() - t0) * 1e3)
+        for graph in copies:
+            graph.session = None
+        runs[threads] = copies
+    return runs
 
 
 def table(results: dict[str, list[Graph]]) -> str:
@@ -307,7 +320,7 @@ def table(results: dict[str, list[Graph]]) -> str:
             lines.append(f"| {model} | {g.label} | {ms:.3f} | {ratio:.3f}x | {g.nodes} | "
                          f"{g.compute_nodes} | {g.ort_nodes} | {g.diff:.1e} |")
     geo = []
-    for label in ("onnxport", "onnxport opset 23", "torch.onnx+ortopt"):
+    for label in ("onnxport", "onnxport opset 23", "onnxport ort-target", "torch.onnx+ortopt"):
         found = [ratios[m, label] for m in results if m in TRANSFORMERS and (m, label) in ratios
                  and not math.isnan(ratios[m, label])]
         if found:
@@ -324,6 +337,62 @@ def table(results: dict[str, list[Graph]]) -> str:
     return "\n".join(lines + [""] + geo + ([""] + errors if errors else []))
 
 
+def skip_norm_kernels(repeat: int = 7) -> str:
+    """ONNX Runtime's Skip*LayerNormalization against Add + the standard norm, per norm (a
+    chain of 32 in one graph, so session overhead does not count), 1 thread, fp32, ORT graph
+    optimizations off (so the standard pair is not fused into the contrib op)."""
+    from onnx import TensorProto, helper
+    n = 32
+    kinds = {
+        "Add + LayerNormalization": ("LayerNormalization", False),
+        "SkipLayerNormalization": ("SkipLayerNormalization", True),
+        "Add + SimplifiedLayerNormalization": ("SimplifiedLayerNormalization", False),
+        "SkipSimplifiedLayerNormalization": ("SkipSimplifiedLayerNormalization", True),
+    }
+    lines = ["| rows x hidden | " + " | ".join(f"{k} us" for k in kinds) + " |",
+             "|---|" + "---|" * len(kinds)]
+    for rows, hidden in [(1, 256), (1, 1024), (1, 2048), (4, 512), (16, 256), (128, 256)]:
+        cells = []
+        for op, skip in kinds.values():
+            w = helper.make_tensor("w", TensorProto.FLOAT, [hidden], np.random.rand(hidden).astype(np.float32))
+            b = helper.make_tensor("b", TensorProto.FLOAT, [hidden], np.random.rand(hidden).astype(np.float32))
+            nodes, prev = [], "x"
+            for i in range(n):
+                params = ["w", "b"] if "Simplified" not in op else ["w"]
+                if skip:
+                    nodes.append(helper.make_node(op, [prev, "r", *params], [f"y{i}"],
+                                                  domain="com.microsoft"))
+                else:
+                    nodes += [helper.make_node("Add", [prev, "r"], [f"s{i}"]),
+                              helper.make_node(op, [f"s{i}", *params], [f"y{i}"], axis=-1)]
+                prev = f"y{i}"
+            graph = helper.make_graph(
+                nodes, "chain", [helper.make_tensor_value_info(v, TensorProto.FLOAT, [1, rows, hidden])
+                                 for v in ("x", "r")],
+                [helper.make_tensor_value_info(prev, TensorProto.FLOAT, None)],
+                [w] + ([b] if "Simplified" not in op else []))
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18),
+                                                            helper.make_opsetid("com.microsoft", 1)])
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = 1
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            feed = {"x": np.random.randn(1, rows, hidden).astype(np.float32),
+                    "r": np.random.randn(1, rows, hidden).astype(np.float32) * 0.1}
+            for _ in range(10):
+                sess.run(None, feed)
+            best = math.inf
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                for _ in range(30):
+                    sess.run(None, feed)
+                best = min(best, (time.perf_counter() - t0) / 30 / n * 1e6)
+            cells.append(f"{best:.2f}")
+        lines.append(f"| {rows} x {hidden} | " + " | ".join(cells) + " |")
+    return (f"ORT {ort.__version__} CPU, 1 thread, fp32, microseconds per norm (best of "
+            f"{repeat}x30 runs of a chain of {n}):\n\n" + "\n".join(lines) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=TRANSFORMERS, choices=list(SPECS),
@@ -331,25 +400,40 @@ def main(argv: list[str] | None = None) -> int:
                         "LayerNorm / RMSNorm / GELU and a 2-D MLP, (128, 256) (for --ablation)")
     parser.add_argument("--repeat", type=int, default=30, help="timed rounds (median reported)")
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1, help="ORT intra-op threads")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, os.cpu_count() or 1],
+                        help="ORT intra-op thread counts (default: 1 and all cores)")
     parser.add_argument("--ablation", action="store_true",
                         help="also onnxport without fusion passes and with each one alone")
+    parser.add_argument("--kernels", action="store_true",
+                        help="only the Add + norm vs Skip*LayerNormalization kernel comparison")
     parser.add_argument("--out", help="also write the report to this markdown file")
     args = parser.parse_args(argv)
+    args.threads = list(dict.fromkeys(args.threads))
+    if args.kernels:
+        report = skip_norm_kernels()
+        print(report)
+        if args.out:
+            with open(args.out, "w") as fh:
+                fh.write(report)
+        return 0
     torch.set_num_threads(1)
-    results: dict[str, list[Graph]] = {}
+    results: dict[int, dict[str, list[Graph]]] = {t: {} for t in args.threads}
+    load_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
             print(f"[{name}] exporting and timing", file=sys.stderr, flush=True)
-            results[name] = bench_model(SPECS[name], args, tmp)
+            for threads, graphs in bench_model(SPECS[name], args, tmp).items():
+                results[threads][name] = graphs
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
-    header = (f"ORT {ort.__version__} CPU, {args.threads} intra-op thread(s), median of "
-              f"{args.repeat} rounds after {args.warmup} warm-up rounds, graphs alternated in "
-              f"each round; torch {torch.__version__}, {os.cpu_count()} cores, load average "
+    header = (f"ORT {ort.__version__} CPU, median of {args.repeat} rounds after {args.warmup} "
+              f"warm-up rounds, graphs alternated in each round; torch {torch.__version__}, "
+              f"{os.cpu_count()} cores, load average {load_start:.2f} at the start and "
               f"{load:.2f} at the end; {datetime.date.today().isoformat()}. Models: hidden "
               f"{HIDDEN}, {LAYERS} layers, sequence {SEQ} (ViT: 122 tokens), batch 1, random "
               f"weights.")
-    report = header + "\n\n" + table(results) + "\n"
+    report = header + "\n"
+    for threads, res in results.items():
+        report += f"\n### {threads} intra-op thread(s)\n\n" + table(res) + "\n"
     print(report)
     if args.out:
         with open(args.out, "w") as fh:
