@@ -477,3 +477,168 @@ def _int4_initializer(g: GraphBuilder, x: Tensor, data: np.ndarray) -> Tensor:
                      shape=ir.Shape(list(data.shape)), const_value=tensor)
     root.graph.initializers[name] = value
     return value
+
+
+# -- fake quantization (QAT, torch.ao FakeQuantize modules in eval mode) ---------------------
+def _fake_qdtype(g: GraphBuilder, quant_min: int, quant_max: int) -> torch.dtype:
+    """The narrowest ONNX quantized dtype holding [quant_min, quant_max] (a Clip narrows it)."""
+    for dtype in (torch.uint8, torch.int8, torch.uint16, torch.int16):
+        lo, hi = _dtype_range(dtype)
+        if lo <= quant_min and quant_max <= hi:
+            return dtype
+    raise TranslationError(f"fake quantization range [{quant_min}, {quant_max}] does not fit "
+                           f"a 16-bit integer: no QuantizeLinear form")
+
+
+def _fake_quantize(g: GraphBuilder, x: Tensor, scale: Any, zero_point: Any, quant_min: int,
+                   quant_max: int, axis: int | None) -> Tensor:
+    """`(clamp(round(x / scale) + zp, qmin, qmax) - zp) * scale` as QuantizeLinear [+ Clip] +
+    DequantizeLinear: the Q/DQ pair ONNX Runtime fuses. A constant input (a fake-quantized
+    weight) is quantized now by the eager kernel into an integer initializer."""
+    quant_min, quant_max = int(quant_min), int(quant_max)
+    dtype = _fake_qdtype(g, quant_min, quant_max)
+    qtype = _qdtype(g, dtype)
+    zp_data = _constant(zero_point)
+    if zp_data is not None:  # zero points arrive as int32/int64/float tensors or ints
+        lo, hi = _dtype_range(dtype)
+        if np.any(np.rint(zp_data) < lo) or np.any(np.rint(zp_data) > hi):
+            raise TranslationError(f"fake quantization zero point outside the {dtype} range of "
+                                   f"[{quant_min}, {quant_max}]")
+    if axis is not None:
+        axis = axis + len(x.shape) if axis < 0 and x.shape is not None else axis
+
+    def eager(t: torch.Tensor) -> torch.Tensor:
+        import torch.ao.quantization.fx._decomposed  # noqa: F401  (defines the ops)
+
+        s = torch.from_numpy(np.array(_constant(scale), np.float32)).reshape(-1)
+        z = torch.from_numpy(np.rint(np.array(_constant(zero_point))).astype(np.int64)).reshape(-1)
+        if axis is None:
+            return torch.ops.quantized_decomposed.quantize_per_tensor(
+                t.float(), float(s[0]), int(z[0]), quant_min, quant_max, dtype)
+        return torch.ops.quantized_decomposed.quantize_per_channel(
+            t.float(), s, z, axis, quant_min, quant_max, dtype)
+
+    q = _quantize(g, x, scale, zero_point, quant_min, quant_max, dtype, axis, eager)
+    per_tensor = axis is None
+    s = _param(g, scale, _F32, per_tensor=per_tensor)
+    z = _param(g, zero_point, qtype, per_tensor=per_tensor)
+    out_dtype = _dtypes.to_torch(x.dtype) if x.dtype is not None and x.dtype != _F32 else None
+    return _dequantize(g, q, s, z, out_dtype, axis)
+
+
+def _fake_quant_mask(g: GraphBuilder, x: Tensor, scale: Any, zero_point: Any, quant_min: int,
+                     quant_max: int, axis: int | None) -> Tensor:
+    """The cachemask output: whether round(x / scale) + zero_point lies in [qmin, qmax]."""
+    per_tensor = axis is None
+    s = _param(g, scale, _F32, per_tensor=per_tensor)
+    z = _param(g, zero_point, _F32, per_tensor=per_tensor)
+    if axis is not None and x.shape is not None:
+        shape = [1] * len(x.shape)
+        shape[axis] = -1
+        s = g.op("Reshape", s, g.const(np.asarray(shape, np.int64)))
+        z = g.op("Reshape", z, g.const(np.asarray(shape, np.int64)))
+    r = g.op("Add", g.op("Round", g.op("Div", _float_input(g, x), s)), z)
+    return g.op("And", g.op("GreaterOrEqual", r, g.const(np.float32(quant_min), _F32)),
+                g.op("LessOrEqual", r, g.const(np.float32(quant_max), _F32)))
+
+
+@register("aten::fake_quantize_per_tensor_affine.default",
+          "aten::fake_quantize_per_tensor_affine.tensor_qparams",
+          "aten::_fake_quantize_learnable_per_tensor_affine.default")
+def fake_quantize_per_tensor_affine(g: GraphBuilder, self: Tensor, scale: Any, zero_point: Any,
+                                    quant_min: int, quant_max: int,
+                                    grad_factor: float = 1.0) -> Tensor:
+    """fake_quantize_per_tensor_affine(Tensor self, float scale, int zero_point, int quant_min, int quant_max) -> Tensor"""
+    return _fake_quantize(g, self, scale, zero_point, quant_min, quant_max, None)
+
+
+@register("aten::fake_quantize_per_channel_affine.default",
+          "aten::_fake_quantize_learnable_per_channel_affine.default")
+def fake_quantize_per_channel_affine(g: GraphBuilder, self: Tensor, scale: Tensor,
+                                     zero_point: Tensor, axis: int, quant_min: int,
+                                     quant_max: int, grad_factor: float = 1.0) -> Tensor:
+    """fake_quantize_per_channel_affine(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max) -> Tensor"""
+    return _fake_quantize(g, self, scale, zero_point, quant_min, quant_max, axis)
+
+
+@register("aten::fake_quantize_per_tensor_affine_cachemask.default")
+def fake_quantize_per_tensor_affine_cachemask(g: GraphBuilder, self: Tensor, scale: float,
+                                              zero_point: int, quant_min: int,
+                                              quant_max: int) -> tuple[Tensor, Tensor]:
+    """fake_quantize_per_tensor_affine_cachemask(Tensor self, float scale, int zero_point, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
+    return (_fake_quantize(g, self, scale, zero_point, quant_min, quant_max, None),
+            _fake_quant_mask(g, self, scale, zero_point, quant_min, quant_max, None))
+
+
+@register("aten::fake_quantize_per_channel_affine_cachemask.default")
+def fake_quantize_per_channel_affine_cachemask(g: GraphBuilder, self: Tensor, scale: Tensor,
+                                               zero_point: Tensor, axis: int, quant_min: int,
+                                               quant_max: int) -> tuple[Tensor, Tensor]:
+    """fake_quantize_per_channel_affine_cachemask(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
+    return (_fake_quantize(g, self, scale, zero_point, quant_min, quant_max, axis),
+            _fake_quant_mask(g, self, scale, zero_point, quant_min, quant_max, axis))
+
+
+def _flag(value: Any, name: str, op: str) -> bool:
+    data = _constant(value)
+    if data is None or data.size != 1:
+        raise TranslationError(f"{op}: '{name}' must be a constant (a module buffer) to export; "
+                               f"got a computed value")
+    return bool(data.reshape(()))
+
+
+@register("aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default")
+def fake_quantize_cachemask_tensor_qparams(g: GraphBuilder, self: Tensor, scale: Tensor,
+                                           zero_point: Tensor, fake_quant_enabled: Tensor,
+                                           quant_min: int, quant_max: int
+                                           ) -> tuple[Tensor, Tensor]:
+    """_fake_quantize_per_tensor_affine_cachemask_tensor_qparams(Tensor self, Tensor scale, Tensor zero_point, Tensor fake_quant_enabled, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
+    if not _flag(fake_quant_enabled, "fake_quant_enabled", "fake_quantize"):
+        return g.op("Identity", self), g.op("ConstantOfShape", g.op("Shape", self),
+                                            value=ir.tensor([True]))
+    return (_fake_quantize(g, self, scale, zero_point, quant_min, quant_max, None),
+            _fake_quant_mask(g, self, scale, zero_point, quant_min, quant_max, None))
+
+
+@register("aten::_fused_moving_avg_obs_fq_helper_functional.default")
+def fused_moving_avg_obs_fq_helper(g: GraphBuilder, self: Tensor, observer_on: Tensor,
+                                   fake_quant_on: Tensor, running_min: Tensor,
+                                   running_max: Tensor, scale: Tensor, zero_point: Tensor,
+                                   averaging_const: float, quant_min: int, quant_max: int,
+                                   ch_axis: int, per_row_fake_quant: bool = False,
+                                   symmetric_quant: bool = False) -> tuple[Tensor, ...]:
+    """_fused_moving_avg_obs_fq_helper_functional(Tensor self, Tensor observer_on, Tensor fake_quant_on, Tensor running_min, Tensor running_max, Tensor scale, Tensor zero_point, float averaging_const, int quant_min, int quant_max, int ch_axis, bool per_row_fake_quant=False, bool symmetric_quant=False) -> (Tensor output, Tensor mask, Tensor running_min_out, Tensor running_max_out, Tensor scale_out, Tensor zero_point_out)
+
+    FusedMovingAvgObsFakeQuantize in inference: with its observer disabled
+    (`model.apply(torch.ao.quantization.disable_observer)`) the statistics and qparams pass
+    through and the input is fake-quantized with the stored scale and zero point. An enabled
+    observer updates them on every call (training behaviour): refused, naming the fix."""
+    op = "FusedMovingAvgObsFakeQuantize"
+    if _flag(observer_on, "observer_enabled", op):
+        raise TranslationError(f"{op} with its observer enabled updates its scale on every call; "
+                               f"call model.apply(torch.ao.quantization.disable_observer) (or "
+                               f"torchao.quantization.pt2e.disable_observer) before exporting")
+    axis = ch_axis if per_row_fake_quant else None
+    if not _flag(fake_quant_on, "fake_quant_enabled", op):
+        out = g.op("Identity", self)
+        mask = g.op("ConstantOfShape", g.op("Shape", self), value=ir.tensor([True]))
+    else:
+        out = _fake_quantize(g, self, scale, zero_point, quant_min, quant_max, axis)
+        mask = _fake_quant_mask(g, self, scale, zero_point, quant_min, quant_max, axis)
+    return (out, mask, g.op("Identity", running_min), g.op("Identity", running_max),
+            g.op("Identity", scale), g.op("Identity", zero_point))
+
+
+@register("aten::fused_moving_avg_obs_fake_quant.default")
+def fused_moving_avg_obs_fake_quant(g: GraphBuilder, self: Tensor, observer_on: Tensor,
+                                    fake_quant_on: Tensor, running_min: Tensor,
+                                    running_max: Tensor, scale: Tensor, zero_point: Tensor,
+                                    averaging_const: float, quant_min: int, quant_max: int,
+                                    ch_axis: int, per_row_fake_quant: bool = False,
+                                    symmetric_quant: bool = False) -> Tensor:
+    """fused_moving_avg_obs_fake_quant(Tensor self, Tensor observer_on, Tensor fake_quant_on, Tensor(a!) running_min, Tensor(b!) running_max, Tensor(c!) scale, Tensor(d!) zero_point, float averaging_const, int quant_min, int quant_max, int ch_axis, bool per_row_fake_quant=False, bool symmetric_quant=False) -> Tensor
+
+    The TorchScript (jit.trace) form of FusedMovingAvgObsFakeQuantize: the output only."""
+    return fused_moving_avg_obs_fq_helper(
+        g, self, observer_on, fake_quant_on, running_min, running_max, scale, zero_point,
+        averaging_const, quant_min, quant_max, ch_axis, per_row_fake_quant, symmetric_quant)[0]
