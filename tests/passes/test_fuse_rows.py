@@ -183,3 +183,29 @@ def test_default_list_runs_them() -> None:
     before = unfused(model, X)
     run_passes(before.model)     # the defaults on the unfused graph: the same result
     assert ops(before) == ops(program)
+
+
+class ComputedCausal(torch.nn.Module):
+    """A causal mask computed the way transformers' mask utilities do (arange, cumsum,
+    comparisons, indexing): folded to a constant on a static sequence length."""
+
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        s = q.shape[2]
+        pos = torch.ones(1, s, dtype=torch.long).cumsum(-1) - 1
+        idx = torch.arange(s)
+        mask = (idx[None, :] <= pos[0][:, None]) & (pos[:, None, :, None] >= 0)
+        return F.scaled_dot_product_attention(q, q * 2, q, attn_mask=mask)
+
+
+def test_computed_mask_folded() -> None:
+    model, args = ComputedCausal().eval(), (torch.randn(1, 2, 6, 8),)
+    raw = onnxport.export(model, args, optimize=False)
+    assert ops(raw)["CumSum"] == 1 and ops(raw)["LessOrEqual"] == 1
+    folded = fuse(raw, FoldConstantsPass())
+    mask = [n for n in nodes_of(folded, "Where") if n.inputs[0].producer() is not None
+            and n.inputs[0].producer().op_type == "Constant"]
+    assert ops(folded)["CumSum"] == ops(folded)["LessOrEqual"] == 0 and len(mask) == 1
+    after = fuse(folded, FuseAttentionPass())
+    got = ops(after)
+    assert got["IsNaN"] == got["Where"] == 0 and got["Add"] == 1
+    assert_same(model, args, raw, after)
