@@ -125,7 +125,8 @@ class FuseRowsPass(ir.passes.InPlacePass):
             namer = f.Namer(graph)
             plan = {id(n): (n, r) for n in graph if (r := _row_inputs(n)) is not None}
             for group in _groups(graph, plan):
-                if _worth_it(group, plan):
+                group = _prune(group, plan)
+                if group and _worth_it(group, plan):
                     _rewrite(graph, namer, group, plan)
                     modified = True
             modified |= _clean_reshapes(graph)
@@ -156,6 +157,32 @@ def _groups(graph: ir.Graph, plan: dict[int, tuple[ir.Node, list[int]]]) -> list
         if id(node) in plan:
             groups.setdefault(find(id(node)), []).append(node)
     return list(groups.values())
+
+
+def _prune(group: list[ir.Node], plan: dict[int, tuple[ir.Node, list[int]]]) -> list[ir.Node]:
+    """Leave 3-D the nodes at the group's edge that combine several outside values read by no
+    other node of the group (BERT's embedding sums): their one output then enters the group,
+    one Reshape instead of one per input."""
+    group = list(group)
+    changed = True
+    while changed:
+        changed = False
+        inside = {id(n) for n in group}
+        for node in group:
+            values = [node.inputs[i] for i in plan[id(node)][1]]
+            if len(values) < 2 or any(v is None for v in values):
+                continue
+            srcs = [v.producer() for v in values]   # type: ignore[union-attr]
+            if any(p is not None and (id(p) in inside or _reshape_target(p) is not None)
+                   for p in srcs):
+                continue
+            if any(u.node is not node and id(u.node) in inside
+                   for v in values for u in v.uses()):   # type: ignore[union-attr]
+                continue
+            group.remove(node)
+            changed = True
+            break
+    return group
 
 
 def _reshape_target(node: ir.Node) -> np.ndarray | None:
