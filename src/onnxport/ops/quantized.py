@@ -642,3 +642,36 @@ def fused_moving_avg_obs_fake_quant(g: GraphBuilder, self: Tensor, observer_on: 
     return fused_moving_avg_obs_fq_helper(
         g, self, observer_on, fake_quant_on, running_min, running_max, scale, zero_point,
         averaging_const, quant_min, quant_max, ch_axis, per_row_fake_quant, symmetric_quant)[0]
+
+
+@register("torchao::choose_qparams_affine.default")
+def choose_qparams_affine(g: GraphBuilder, input: Tensor, mapping_type: str,
+                          block_size: list[int], target_dtype: torch.dtype,
+                          quant_min: Any = None, quant_max: Any = None, eps: Any = None,
+                          scale_dtype: Any = None, zero_point_dtype: Any = None,
+                          keepdim: bool = False) -> tuple[Tensor, Tensor]:
+    """choose_qparams_affine(Tensor? input, str mapping_type, SymInt[] block_size, ScalarType target_dtype, Scalar? quant_min=None, Scalar? quant_max=None, float? eps=None, ScalarType? scale_dtype=None, ScalarType? zero_point_dtype=None, bool keepdim=False) -> (Tensor, Tensor)
+
+    torchao's QAT weight fake quantizers (IntxFakeQuantizeConfig) choose their scale from the
+    weight on every call: for a constant weight the eager op runs here and its scale and
+    zero point become constants (the fake quantization arithmetic that follows is then
+    constant too). Activations (a computed input) are not supported."""
+    data = _constant(input)
+    if data is None or not isinstance(input, ir.Value) or input.is_graph_input():
+        raise TranslationError("torchao.choose_qparams_affine of a computed tensor (torchao QAT "
+                               "activation fake quantization) has no translation; convert the "
+                               "QAT model (QATConfig(step='convert')) before exporting")
+    from torchao.quantization.quant_primitives import choose_qparams_affine as eager
+
+    from torchao.quantization.quant_primitives import MappingType
+
+    tensor = torch.from_numpy(np.array(data))
+    if isinstance(scale_dtype, int):
+        scale_dtype = _SCALAR_TYPES.get(scale_dtype, scale_dtype)
+    if isinstance(zero_point_dtype, int):
+        zero_point_dtype = _SCALAR_TYPES.get(zero_point_dtype, zero_point_dtype)
+    scale, zero_point = eager(tensor, MappingType[mapping_type], list(block_size), target_dtype,
+                              quant_min, quant_max, eps, scale_dtype, zero_point_dtype,
+                              keepdim=keepdim)
+    return (g.const(scale.detach().numpy(), _dtypes.to_ir(scale.dtype)),
+            g.const(zero_point.detach().numpy(), _dtypes.to_ir(zero_point.dtype)))
