@@ -10,8 +10,8 @@ Matched (any module, any exporter):
 Only where it means the same: A and B are 2-D (MatMul of other ranks broadcasts or
 batches), float32/float64 (ONNX Runtime's Gemm kernels), the product is read by the Add alone,
 C has rank <= 2 and the Add's result has the product's shape (so C broadcasts to the product,
-never the other way, as Gemm's unidirectional broadcasting requires). A 2-D C that is not a
-constant (a residual) is left to its Add.
+never the other way, as Gemm's unidirectional broadcasting requires). C may be a residual
+(a 2-D activation): the ONNX Runtime target's skip-norm fusion takes it back out of the Gemm.
 """
 
 from __future__ import annotations
@@ -64,10 +64,6 @@ def _fuse(graph: ir.Graph, namer: f.Namer, mm: ir.Node) -> bool:
     if c is None or c is product or c.dtype != a.dtype or f.rank(c) is None or f.rank(c) > 2 \
             or not _same_shape(add.outputs[0], product):
         return False
-    if _rank(c) == 2 and f.constant(c) is None:
-        # A 2-D activation is a residual, not a bias: the Add stays, where the residual
-        # connection is visible (the ONNX Runtime target's skip-norm fusion reads it).
-        return mm.op_type == "MatMul" and _transposed_weight(graph, namer, mm)
     nodes = [mm, add]
     attrs: dict[str, object] = {}
     if mm.op_type == "Gemm":

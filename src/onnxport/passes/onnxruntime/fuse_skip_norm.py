@@ -98,6 +98,26 @@ class _Sum:
     skip: ir.Value
     bias: ir.Value | None
     nodes: list[ir.Node]
+    gemm: ir.Node | None = None   # Gemm(A, B, C=residual): input is this Gemm without C
+
+
+def _residual_gemm(s: ir.Value, shape: list[int]) -> _Sum | None:
+    """`s` as Gemm(A, B, C) with C a residual of s's shape (the default passes put a Linear's
+    residual Add into its Gemm): the product is the input, C the skip."""
+    gemm = f.producer(s, "Gemm")
+    if gemm is None or len(gemm.inputs) < 3 or len(shape) != 2:
+        return None
+    c = gemm.inputs[2]
+    beta = gemm.attributes.get("beta")
+    if c is None or not _full(c, shape) or f.constant(c) is not None or \
+            (beta is not None and beta.as_float() != 1.0):
+        return None
+    attrs = {k: a.value for k, a in gemm.attributes.items() if k != "beta"}
+    product = ir.node("Gemm", list(gemm.inputs[:2]), attributes=attrs, name=f"{gemm.name}_product",
+                      metadata_props=dict(gemm.metadata_props))
+    product.outputs[0].name = f"{s.name}_product" if s.name else None
+    product.outputs[0].dtype, product.outputs[0].shape = s.dtype, s.shape
+    return _Sum(product.outputs[0], c, None, [gemm], product)
 
 
 def _full(value: ir.Value | None, shape: list[int]) -> bool:
@@ -109,7 +129,7 @@ def _sum(s: ir.Value, shape: list[int], with_bias: bool) -> _Sum | None:
     Add(Add(input, bias), skip) (the inner Add read only by the outer)."""
     add = f.producer(s, "Add")
     if add is None:
-        return None
+        return _residual_gemm(s, shape)
     a, b = add.inputs[0], add.inputs[1]
     if _full(a, shape) and _full(b, shape):
         assert a is not None and b is not None
@@ -231,6 +251,8 @@ class FuseSkipNormPass(ir.passes.InPlacePass):
             for p in late:     # a Constant has no inputs: it can move up
                 graph.remove(p)
                 graph.insert_before(last_add, p)
+            if s.gemm is not None:
+                graph.insert_before(s.nodes[0], s.gemm)
             graph.insert_before(last_add, node)
             name = x.name
             x.name = f"{name}__fused" if name else None
@@ -246,6 +268,8 @@ class FuseSkipNormPass(ir.passes.InPlacePass):
             ir.convenience.replace_all_uses_with(old_out, out, replace_graph_outputs=True)
             graph.remove(sorted(old_nodes, key=lambda n: -order[id(n)]), safe=True)
         else:
+            if s.gemm is not None:
+                graph.insert_before(s.nodes[0], s.gemm)
             f.replace(graph, old_nodes, [node], norm.output, out)
         return True
 
