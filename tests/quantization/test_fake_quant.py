@@ -162,9 +162,7 @@ def test_prepare_qat_pt2e_eval_exports_as_qdq() -> None:
     ops = collections.Counter(n.op_type for n in prog.model.graph)
     assert ops["QuantizeLinear"] >= 2 and ops["DequantizeLinear"] >= 4, ops
     h.assert_weights_quantized(prog.model_proto, min_int8=2)
-    # ORT without its QDQ fusions: its fused U8S8/S8S8 kernels saturate int16 pair sums on
-    # AVX2 CPUs without VNNI (docs/quantization.md), which is ORT's and the CPU's, not the file's
-    got = h.run_ort(h.ort_session(prog.model_proto, optimize=False), [x])[0]
+    got = h.run_ort(h.ort_session(prog.model_proto), [x])[0]   # ORT's QGemm kernels
     with torch.no_grad():
         want = prepared(x).numpy()
     # the fc2 output: one step of its input's scale times the weight's largest row sum
@@ -173,8 +171,7 @@ def test_prepare_qat_pt2e_eval_exports_as_qdq() -> None:
         * 1.1 + 1e-5
     assert float(np.abs(got - want).max()) <= tol
     converted = convert_pt2e(prepared)
-    got_c = h.run_ort(h.ort_session(onnxport.export(converted, (x,)).model_proto,
-                                    optimize=False), [x])[0]
+    got_c = h.run_ort(h.ort_session(onnxport.export(converted, (x,)).model_proto), [x])[0]
     with torch.no_grad():
         assert float(np.abs(got_c - converted(x).numpy()).max()) <= tol
 

@@ -41,9 +41,11 @@ def test_pt2e_matches_eager(flow: str, make) -> None:
         assert ops["DynamicQuantizeLinear"] >= 1 and not ops["QuantizeLinear"]
     # nothing decomposed into float arithmetic
     assert not ops["Round"] and not ops["Div"]
-    # weights are int8 initializers (XNNPACK's dynamic config leaves Conv in float)
+    # weights are 8-bit initializers (XNNPACK's dynamic config leaves Conv in float)
     float_convs = 1 if (flow == "xnnpack_dynamic" and make is h.cnn) else 0
-    ints = [t for t in proto.graph.initializer if t.data_type == onnx.TensorProto.INT8]
+    # (int8 weights are stored as uint8 + 128, ORT's exact U8U8 kernels: ops/quantized.py)
+    ints = [t for t in proto.graph.initializer if t.data_type == onnx.TensorProto.UINT8
+            and len(t.dims) >= 2]
     assert len(ints) == 2 - float_convs
     floats = [t.name for t in proto.graph.initializer
               if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) >= 2]
