@@ -7,8 +7,14 @@ integer kernels ONNX Runtime runs after its graph optimizations.
 Models: CNN (conv 3->8 + linear), MLP (16-32-8), MLP-large (512-2048-512, where file size
 and latency show what quantization buys), small BERT and small Llama (hidden 32, 2
 layers, vocab 99, random weights). Flows: `float` (no quantization), PT2E `x86`,
-`xnnpack_per_channel`, `x86_dynamic`, `xnnpack_dynamic` (onnxport rows of the dynamic flows
-run FuseDynamicQuantMatMulPass), and torchao weight-only `int4_weight_only` (opset 21).
+`xnnpack_per_channel`, `x86_dynamic`, `xnnpack_dynamic` (FuseDynamicQuantMatMulPass, a default
+pass, makes them MatMulInteger), `xnnpack_qat` (prepare_qat_pt2e, eval, observers off: the
+fake-quantized model itself), torchao weight-only `int8_weight_only` (Int8WeightOnlyConfig,
+opset 18) and `int4_weight_only` (IntxWeightOnlyConfig int4, group 32; 16 on the small MLP; opset 21), the latter
+also as `int4_wo+ort_target` (onnxport `target="onnxruntime"`: MatMulNBits, accuracy level
+0, exact) and `int4_wo+nbits_acc4` (FuseMatMulNBitsPass(accuracy_level=4): ORT quantizes the
+activations to int8 per block, faster, not exact). torch.onnx exports the same model at the
+same opset in every row of a flow.
 Latency: median of `--repeat` runs, ORT CPU, 1 intra-op thread, all graph optimizations.
 `kernels` counts QLinearConv/QLinearMatMul/QGemm/MatMulInteger/MatMulIntegerToFloat/
 DynamicQuantizeMatMul/MatMulNBits nodes in ORT's optimized model.
@@ -17,6 +23,7 @@ DynamicQuantizeMatMul/MatMulNBits nodes in ORT's optimized model.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import io
 import os
@@ -36,7 +43,7 @@ warnings.filterwarnings("ignore")
 
 import onnxport  # noqa: E402
 from onnxport.passes import run_passes  # noqa: E402
-from onnxport.passes.fuse_dynamic_quant import FuseDynamicQuantMatMulPass  # noqa: E402
+from onnxport.passes.onnxruntime.matmul_nbits import FuseMatMulNBitsPass  # noqa: E402
 from tests.quantization import _helpers as h  # noqa: E402
 
 KERNELS = ("QLinearConv", "QLinearMatMul", "QGemm", "MatMulInteger", "MatMulIntegerToFloat",
@@ -63,8 +70,10 @@ MODELS = {"cnn": h.cnn, "mlp": h.mlp, "mlp_large": mlp_large, "bert": bert, "lla
 FLOWS = {
     "cnn": ["float", "x86", "xnnpack_per_channel", "x86_dynamic"],
     "mlp": ["float", "x86", "xnnpack_per_channel", "x86_dynamic", "xnnpack_dynamic",
-            "int4_weight_only"],
-    "mlp_large": ["float", "x86", "xnnpack_per_channel", "x86_dynamic", "int4_weight_only"],
+            "xnnpack_qat", "int8_weight_only", "int4_weight_only", "int4_wo+ort_target"],
+    "mlp_large": ["float", "x86", "xnnpack_per_channel", "x86_dynamic", "xnnpack_qat",
+                  "int8_weight_only", "int4_weight_only", "int4_wo+ort_target",
+                  "int4_wo+nbits_acc4"],
     "bert": ["float", "xnnpack_per_channel"],
     "llama": ["float", "x86"],
 }
@@ -75,17 +84,48 @@ def quantize(name: str, flow: str):
     model, example = MODELS[name]()
     if flow == "float":
         return model, example, 18
-    if flow == "int4_weight_only":
+    if flow.startswith("int4_w"):
         from torchao.quantization import IntxWeightOnlyConfig, quantize_
         from torchao.quantization.granularity import PerGroup
-        quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(16)))
+        group = 16 if name == "mlp" else 32  # the MLP's first layer has K = 16
+        quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(group)))
         return model, example, 21
+    if flow == "int8_weight_only":
+        from torchao.quantization import Int8WeightOnlyConfig, quantize_
+        quantize_(model, Int8WeightOnlyConfig())
+        return model, example, 18
+    if flow == "xnnpack_qat":
+        return qat(model, example), example, 18
     ints = name in ("bert", "llama")
     calibrate = (lambda: [torch.randint(0, 99, (2, 8))]) if ints else None
     return h.pt2e(model, example, flow, calibrate=calibrate), example, 18
 
 
-def measure(proto: onnx.ModelProto, example, repeat: int) -> tuple[int, float, int]:
+def qat(model, example):
+    """prepare_qat_pt2e (XNNPACK, per channel), a few calibration steps, eval, observers off."""
+    from torchao.quantization.pt2e import disable_observer, move_exported_model_to_eval
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_qat_pt2e
+    from torchao.testing.pt2e._xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    quantizer = XNNPACKQuantizer().set_global(
+        get_symmetric_quantization_config(is_per_channel=True, is_qat=True))
+    prepared = prepare_qat_pt2e(torch.export.export(model.train(), example).module(), quantizer)
+    for _ in range(4):
+        prepared(*[torch.randn_like(t) for t in example])
+    move_exported_model_to_eval(prepared)
+    prepared.apply(disable_observer)
+    return prepared
+
+
+SHORT = {"QLinearConv": "QLConv", "QLinearMatMul": "QLMatMul", "MatMulInteger": "MMInt",
+         "MatMulIntegerToFloat": "MMIntToFloat", "DynamicQuantizeMatMul": "DynQMatMul",
+         "MatMulNBits": "MatMulNBits", "QLinearAdd": "QLAdd", "QLinearMul": "QLMul",
+         "QGemm": "QGemm"}
+
+
+def measure(proto: onnx.ModelProto, example, repeat: int) -> tuple[int, float, str]:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "m.onnx")
         onnx.save(proto, path)
@@ -95,8 +135,10 @@ def measure(proto: onnx.ModelProto, example, repeat: int) -> tuple[int, float, i
         options.log_severity_level = 3
         options.optimized_model_filepath = os.path.join(tmp, "opt.onnx")
         session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        kernels = sum(1 for n in onnx.load(options.optimized_model_filepath).graph.node
-                      if n.op_type in KERNELS)
+        found = collections.Counter(n.op_type for n in
+                                    onnx.load(options.optimized_model_filepath).graph.node
+                                    if n.op_type in KERNELS)
+        kernels = " ".join(f"{SHORT[k]}x{v}" for k, v in sorted(found.items())) or "-"
     feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), example)}
     for _ in range(3):
         session.run(None, feed)
@@ -110,9 +152,10 @@ def measure(proto: onnx.ModelProto, example, repeat: int) -> tuple[int, float, i
 
 def export(exporter: str, model, example, flow: str, opset: int) -> onnx.ModelProto:
     if exporter == "onnxport":
-        prog = onnxport.export(model, example, opset_version=opset)
-        if flow.endswith("_dynamic"):
-            run_passes(prog.model, [FuseDynamicQuantMatMulPass()])
+        target = "onnxruntime" if flow.endswith("+ort_target") else "onnx"
+        prog = onnxport.export(model, example, opset_version=opset, target=target)
+        if flow.endswith("+nbits_acc4"):
+            run_passes(prog.model, [FuseMatMulNBitsPass(bits=(4, 8), accuracy_level=4)])
         return prog.model_proto
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         prog = torch.onnx.export(model, example, dynamo=True, opset_version=opset)
@@ -136,16 +179,19 @@ def main() -> None:
                 try:
                     proto = export(exporter, model, example, flow, opset)
                     size, ms, kernels = measure(proto, example, args.repeat)
-                    session = h.ort_session(proto)
-                    got = h.run_ort(session, example)[0]
-                    err = float(np.abs(got - eager.detach().numpy()).max())
-                    row += [f"ok ({err:.1e})", f"{size / 1024:.1f} KB", f"{ms:.3f}", str(kernels)]
+                    errs = []
+                    for optimize in (True, False):  # ORT's fused kernels / the plain graph
+                        got = h.run_ort(h.ort_session(proto, optimize=optimize), example)[0]
+                        errs.append(float(np.abs(got - eager.detach().numpy()).max()))
+                    row += [f"ok ({errs[0]:.0e} / {errs[1]:.0e})", f"{size / 1024:.1f} KB",
+                            f"{ms:.3f}", kernels]
                 except Exception as e:  # noqa: BLE001  (reported in the table)
                     row += [f"fails: {type(e).__name__}", "-", "-", "-"]
             rows.append(row)
             print(" | ".join(row), file=sys.stderr, flush=True)
-    header = ["model", "flow", "onnxport ok (max err)", "size", "ORT ms", "int kernels",
-              "torch.onnx ok (max err)", "size", "ORT ms", "int kernels"]
+    header = ["model", "flow", "onnxport ok (max err opt / no-opt)", "size", "ORT ms",
+              "ORT kernels", "torch.onnx ok (max err opt / no-opt)", "size", "ORT ms",
+              "ORT kernels"]
     print("| " + " | ".join(header) + " |")
     print("|" + " --- |" * len(header))
     for row in rows:
