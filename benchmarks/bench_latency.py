@@ -351,7 +351,8 @@ def skip_norm_kernels(repeat: int = 7) -> str:
     }
     lines = ["| rows x hidden | " + " | ".join(f"{k} us" for k in kinds) + " |",
              "|---|" + "---|" * len(kinds)]
-    for rows, hidden in [(1, 256), (1, 1024), (1, 2048), (4, 512), (16, 256), (128, 256)]:
+    for rows, hidden in [(1, 256), (1, 512), (1, 768), (1, 1024), (1, 2048), (2, 256), (4, 512),
+                         (16, 256), (128, 256)]:
         cells = []
         for op, skip in kinds.values():
             w = helper.make_tensor("w", TensorProto.FLOAT, [hidden], np.random.rand(hidden).astype(np.float32))

@@ -19,8 +19,8 @@ def onnxruntime_passes() -> list[ir.passes.PassBase]:
     from onnxport.passes.onnxruntime.matmul_nbits import FuseMatMulNBitsPass
 
     # Skip*LayerNormalization only where ORT 1.32's CPU kernels measured faster than Add + norm:
-    # RMS norms of one row of <= 1024 (decode steps); see fuse_skip_norm.py.
-    return [FuseSkipNormPass(max_rows=1, max_hidden=1024, layer_norm=False),
+    # RMS norms of <= 512 elements (decode steps of small models); see fuse_skip_norm.py.
+    return [FuseSkipNormPass(max_elements=512, layer_norm=False),
             FuseMatMulNBitsPass(bits=(4,))]  # int4 only: ORT's 8-bit fp32 path is slower (matmul_nbits.py)
 
 

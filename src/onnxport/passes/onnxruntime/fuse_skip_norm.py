@@ -14,16 +14,19 @@ pre-norm residual stream of GPT-2/Llama blocks). The bias is folded in for SkipL
 only (ORT documents a `bias` input for SkipSimplifiedLayerNormalization, but its CPU kernel does
 not add it to the returned sum in every release).
 
+A residual that the default passes put into a Linear's Gemm as its C (Gemm(A, W, C=skip)
+feeding the norm) is taken back out: Gemm(A, W) is the input and C the skip.
+
 When it pays: ONNX Runtime 1.32's CPU kernels (fp32, 1 thread, measured by
 `benchmarks/bench_latency.py --kernels`, docs/benchmarks.md "ORT latency") are *slower* than
-Add + LayerNormalization for every size measured (1.3x at one 256-wide row, 6x at 128 rows),
-and SkipSimplifiedLayerNormalization is faster than Add + SimplifiedLayerNormalization only for
-single rows of up to ~1024 (decode steps). ORT also forms SkipLayerNormalization by itself
-when the Add's inputs are 3-D (FuseRowsPass keeps them 2-D, which avoids that). The pass
-therefore takes a gate: `max_rows` (the static number of rows, product of all but the last
-dim; None = no limit), `max_hidden` (None = no limit) and `layer_norm` (whether
-LayerNormalization is fused at all). The instance the ONNX Runtime target
-runs uses the measured gate: RMS norms only, one row, hidden <= 1024.
+Add + LayerNormalization for every size measured (1.4x at one 256-wide row, 7x at 128 rows),
+and SkipSimplifiedLayerNormalization is faster than Add + SimplifiedLayerNormalization only up
+to ~512 elements (1 x 256, 2 x 256, 1 x 512; even at 1 x 768, slower from 1 x 1024: decode
+steps of small models). ORT also forms SkipLayerNormalization by itself when the Add's inputs
+are 3-D (FuseRowsPass keeps them 2-D, which avoids that). The pass therefore takes a gate:
+`max_elements` (the static element count of the normalized tensor; None = no limit) and
+`layer_norm` (whether LayerNormalization is fused at all). The instance the ONNX Runtime
+target runs uses the measured gate: RMS norms only, <= 512 elements.
 """
 
 from __future__ import annotations
@@ -165,11 +168,9 @@ def _sum(s: ir.Value, shape: list[int], with_bias: bool) -> _Sum | None:
 class FuseSkipNormPass(ir.passes.InPlacePass):
     """Add(input, skip) [+ bias] -> norm  =>  Skip(Simplified)LayerNormalization (gated)."""
 
-    def __init__(self, max_rows: int | None = None, max_hidden: int | None = None,
-                 layer_norm: bool = True) -> None:
+    def __init__(self, max_elements: int | None = None, layer_norm: bool = True) -> None:
         super().__init__()
-        self.max_rows = max_rows
-        self.max_hidden = max_hidden
+        self.max_elements = max_elements
         self.layer_norm = layer_norm
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -195,9 +196,8 @@ class FuseSkipNormPass(ir.passes.InPlacePass):
         shape = f.static_dims(x, range(len(x.shape)))
         if shape is None or 0 in shape:
             return False
-        hidden, rows = shape[-1], int(np.prod(shape[:-1]))
-        if (self.max_rows is not None and rows > self.max_rows) or \
-                (self.max_hidden is not None and hidden > self.max_hidden):
+        hidden = shape[-1]
+        if self.max_elements is not None and int(np.prod(shape)) > self.max_elements:
             return False
         if norm.gamma is not None and not _hidden_vector(norm.gamma, hidden):
             return False
