@@ -209,3 +209,49 @@ def test_computed_mask_folded() -> None:
     got = ops(after)
     assert got["IsNaN"] == got["Where"] == 0 and got["Add"] == 1
     assert_same(model, args, raw, after)
+
+
+def test_qdq_linear_keeps_ort_integer_gemm() -> None:
+    """Per-tensor QuantizeLinear/DequantizeLinear are row-wise: the Reshape into rows goes
+    before the Q/DQ pair, so ORT still sees DQ -> Gemm -> Q and runs QGemm."""
+    import numpy as np
+    import onnx
+    import onnx_ir as ir
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    s, h = 8, 16
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.integers(-100, 100, (h, h)).astype(np.int8), "w_q"),
+             numpy_helper.from_array(np.array(0.01, np.float32), "ws"),
+             numpy_helper.from_array(np.array(0, np.int8), "z"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "xs"),
+             numpy_helper.from_array(rng.standard_normal(h).astype(np.float32), "b")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "z"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w_q", "ws", "z"], ["wd"]),
+             helper.make_node("Transpose", ["wd"], ["wt"], perm=[1, 0]),
+             helper.make_node("MatMul", ["xd", "wt"], ["mm"]),
+             helper.make_node("Add", ["mm", "b"], ["y"]),
+             helper.make_node("QuantizeLinear", ["y", "xs", "z"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "xs", "z"], ["out"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, s, h])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, s, h])], inits)
+    proto = onnx.shape_inference.infer_shapes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+    model = ir.from_proto(proto)
+    run_passes(model)
+    fused = ir.to_proto(model)
+    assert [n.op_type for n in fused.graph.node if n.op_type != "Constant"] == [
+        "Reshape", "QuantizeLinear", "DequantizeLinear", "DequantizeLinear", "Gemm",
+        "QuantizeLinear", "DequantizeLinear", "Reshape"]
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    with __import__("tempfile").TemporaryDirectory() as tmp:
+        options.optimized_model_filepath = f"{tmp}/opt.onnx"
+        session = ort.InferenceSession(fused.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        assert "QGemm" in {n.op_type for n in onnx.load(f"{tmp}/opt.onnx").graph.node}
+    reference = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((1, s, h)).astype(np.float32)
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], reference.run(None, {"x": x})[0])

@@ -101,6 +101,23 @@ def _row_inputs(node: ir.Node) -> list[int] | None:
         if shape != out or any(o.uses() or o.is_graph_output() for o in node.outputs[1:]):
             return None
         return [0]
+    if op in ("QuantizeLinear", "DequantizeLinear"):
+        # Per-tensor, or per-channel on the last axis: the Reshape into rows then sits on the
+        # integer side, and ORT's QDQ selectors still see DQ -> Gemm -> Q.
+        x, shape = node.inputs[0], _static(node.inputs[0])
+        if x is None or shape != out or len(node.outputs) != 1:
+            return None
+        block = node.attributes.get("block_size")
+        if block is not None and block.as_int() != 0:
+            return None
+        axis_attr = node.attributes.get("axis")
+        axis = 1 if axis_attr is None else axis_attr.as_int()
+        for v in node.inputs[1:]:
+            data = None if v is None else f.constant(v)
+            if v is not None and (data is None or data.ndim > 1 or
+                                  (data.ndim == 1 and axis not in (-1, len(out) - 1))):
+                return None
+        return [0]
     if op in _ELEMENTWISE:
         rows = []
         for i, v in enumerate(node.inputs):
