@@ -255,3 +255,32 @@ def test_qdq_linear_keeps_ort_integer_gemm() -> None:
     reference = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     x = rng.standard_normal((1, s, h)).astype(np.float32)
     np.testing.assert_array_equal(session.run(None, {"x": x})[0], reference.run(None, {"x": x})[0])
+
+
+def test_reduce_axes_attribute_form() -> None:
+    """A keepdims ReduceMean over the last axis, axes as an attribute (opset 17), in a group
+    with a MatMul: its axes follow the 2-D layout."""
+    import numpy as np
+    import onnx
+    import onnx_ir as ir
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"]),
+             helper.make_node("ReduceMean", ["y"], ["m"], axes=[2], keepdims=1),
+             helper.make_node("Sub", ["y", "m"], ["out"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 3, 8])], [w])
+    proto = onnx.shape_inference.infer_shapes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    model = ir.from_proto(proto)
+    assert FuseRowsPass()(model).modified
+    fused = ir.to_proto(model)
+    reduce = next(n for n in fused.graph.node if n.op_type == "ReduceMean")
+    assert list(helper.get_attribute_value(reduce.attribute[0])) == [-1]
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    got = ort.InferenceSession(fused.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

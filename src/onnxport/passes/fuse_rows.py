@@ -81,10 +81,9 @@ def _row_inputs(node: ir.Node) -> list[int] | None:
         if op in _UNARY:
             return [0] if len(node.outputs) == 1 and len(node.inputs) == 1 and shape == out else None
         if op in _REDUCE:
-            if len(node.inputs) > 1 and node.inputs[1] is not None:
-                axes = f.reduce_axes(node, len(shape))
-            else:
-                axes = None
+            has_axes = (len(node.inputs) > 1 and node.inputs[1] is not None) or \
+                "axes" in node.attributes
+            axes = f.reduce_axes(node, len(shape)) if has_axes else None
             return [0] if axes == [len(shape) - 1] and out[-1] == 1 else None
         axis_attr = node.attributes.get("axis")
         axis = -1 if axis_attr is None else axis_attr.as_int()
@@ -297,6 +296,8 @@ def _rewrite(graph: ir.Graph, namer: f.Namer, group: list[ir.Node],
         elif node.op_type in _REDUCE and rank is not None:
             if len(node.inputs) > 1 and node.inputs[1] is not None:
                 node.replace_input_with(1, namer.constant(node, np.array([-1], dtype=np.int64)))
+            if "axes" in node.attributes:      # the attribute form (before opset 18)
+                node.attributes["axes"] = ir.AttrInt64s("axes", [-1])
 
 
 def _clean_reshapes(graph: ir.Graph) -> bool:
