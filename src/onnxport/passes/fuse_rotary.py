@@ -1,0 +1,224 @@
+"""FuseRotaryPass: rotary position embeddings written out in elementary ops -> ONNX
+`RotaryEmbedding` (opset >= 23). Below opset 23 the pass changes nothing.
+
+Matched (any module, any exporter), the `rotate_half` form, on a 4-D x (batch, heads, seq, d)
+with d = 2h static:
+
+    rot = Concat(Neg(Slice(x, h:2h, axis=-1)), Slice(x, 0:h, axis=-1), axis=-1)
+    out = x * C + rot * S                       (each Mul's operands in either order)
+
+where C and S broadcast as (batch, 1, seq, d) and are, for both, Unsqueeze(c, axis=1) of a
+(batch, seq, d) value whose two halves are provably equal:
+
+    c = [Mul(., scalar) | Cast]* (Cos | Sin)(Concat(f, f, axis=-1))   (transformers' Llama)
+    c = Gather(cache, position_ids)                                     cache constant, halves equal
+
+RotaryEmbedding (no position_ids, cos/sin caches of shape (batch, seq, d/2)) takes the first
+half of c: one Slice shared by every rotation that reads the same c (q and k of a layer).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from onnxport.passes import _fusion as f
+
+_UNARY = ("Cast", "Identity")
+
+
+def _slice_last(node: ir.Node | None, x: ir.Value, d: int) -> tuple[int, int] | None:
+    """(start, end) of a Slice of `x` on its last axis with step 1, clamped to [0, d]."""
+    if node is None or node.op_type != "Slice" or node.inputs[0] is not x or len(node.inputs) < 3:
+        return None
+    starts, ends = f.constant(node.inputs[1]), f.constant(node.inputs[2])
+    axes = f.constant(node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] is not None \
+        else np.array([0])
+    steps = f.constant(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None \
+        else np.array([1])
+    if starts is None or ends is None or axes is None or steps is None or \
+            starts.size != 1 or ends.size != 1 or axes.size != 1 or steps.size != 1:
+        return None
+    if int(axes.reshape(())) not in (-1, 3) or int(steps.reshape(())) != 1:
+        return None
+
+    def clamp(v: int) -> int:
+        v = v + d if v < 0 else v
+        return max(0, min(d, v))
+
+    return clamp(int(starts.reshape(()))), clamp(int(ends.reshape(())))
+
+
+def _concat_last(node: ir.Node | None, rank: int) -> bool:
+    if node is None or node.op_type != "Concat" or len(node.inputs) != 2:
+        return False
+    axis = node.attributes.get("axis")
+    return axis is not None and axis.as_int() in (-1, rank - 1)
+
+
+def _rotate_half_of(value: ir.Value) -> ir.Value | None:
+    """x when `value` is Concat(Neg(x[..., h:]), x[..., :h]) on a 4-D x with static even d."""
+    cat = f.producer(value, "Concat")
+    if not _concat_last(cat, 4):
+        return None
+    assert cat is not None
+    neg = f.producer(cat.inputs[0], "Neg")
+    second = f.producer(cat.inputs[1], "Slice")
+    if neg is None or second is None:
+        return None
+    first = f.producer(neg.inputs[0], "Slice")
+    x = second.inputs[0]
+    if first is None or x is None or x.shape is None or len(x.shape) != 4:
+        return None
+    d = x.shape[3]
+    if not isinstance(d, int) or d % 2 or d == 0:
+        return None
+    h = d // 2
+    if _slice_last(first, x, d) != (h, d) or _slice_last(second, x, d) != (0, h):
+        return None
+    return x
+
+
+def _equal_halves(value: ir.Value | None, depth: int = 6) -> bool:
+    """Whether the last axis of `value` is two equal halves, by construction."""
+    if value is None or depth == 0:
+        return False
+    data = f.constant(value)
+    if data is not None:
+        if data.ndim == 0 or data.shape[-1] % 2:
+            return False
+        h = data.shape[-1] // 2
+        return bool(np.array_equal(data[..., :h], data[..., h:]))
+    node = value.producer()
+    if node is None or node.domain:
+        return False
+    if node.op_type in (*_UNARY, "Cos", "Sin"):
+        return _equal_halves(node.inputs[0], depth - 1)
+    if node.op_type == "Mul":
+        a, b = node.inputs[0], node.inputs[1]
+        if f.scalar(b) is not None and f.constant(b) is not None and f.constant(b).size == 1:
+            return _equal_halves(a, depth - 1)
+        if f.scalar(a) is not None and f.constant(a) is not None and f.constant(a).size == 1:
+            return _equal_halves(b, depth - 1)
+        return False
+    if node.op_type == "Concat":
+        r = f.rank(value)
+        return r is not None and _concat_last(node, r) and node.inputs[0] is node.inputs[1]
+    if node.op_type == "Gather":                 # rows of a constant cache, by position
+        axis = node.attributes.get("axis")
+        return (axis is None or axis.as_int() == 0) and f.rank(node.inputs[0]) == 2 and \
+            _equal_halves(node.inputs[0], depth - 1)
+    return False
+
+
+def _cache_source(value: ir.Value | None, x: ir.Value) -> ir.Value | None:
+    """c (batch, seq, d) when `value` is Unsqueeze(c, axes=[1]) and c's halves are equal and
+    its batch, seq and d are x's."""
+    node = f.producer(value, "Unsqueeze")
+    if node is None or len(node.inputs) < 2:
+        return None
+    axes = f.constant(node.inputs[1])
+    if axes is None or axes.reshape(-1).tolist() not in ([1], [-3]):
+        return None
+    c = node.inputs[0]
+    if c is None or c.shape is None or len(c.shape) != 3 or x.shape is None:
+        return None
+    if [c.shape[0], c.shape[1], c.shape[2]] != [x.shape[0], x.shape[2], x.shape[3]]:
+        return None
+    if c.dtype != x.dtype or not _equal_halves(c):
+        return None
+    return c
+
+
+class FuseRotaryPass(ir.passes.InPlacePass):
+    """`x * cos + rotate_half(x) * sin` -> RotaryEmbedding (opset >= 23; else nothing)."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if f.opset(model) < 23:
+            return ir.passes.PassResult(model, False)
+        modified = False
+        for graph in f.graphs(model):
+            namer = f.Namer(graph)
+            halves: dict[int, ir.Value] = {}
+            for node in list(graph):
+                if node.graph is not graph or node.domain or node.op_type != "Add":
+                    continue
+                modified |= _fuse(graph, namer, node, halves)
+        return ir.passes.PassResult(model, modified)
+
+
+def _mul_parts(mul: ir.Node | None) -> list[tuple[ir.Value, ir.Value]]:
+    """Both (operand, other) readings of a binary Mul."""
+    if mul is None or mul.inputs[0] is None or mul.inputs[1] is None:
+        return []
+    a, b = mul.inputs[0], mul.inputs[1]
+    return [(a, b), (b, a)]
+
+
+def _fuse(graph: ir.Graph, namer: f.Namer, add: ir.Node, halves: dict[int, ir.Value]) -> bool:
+    for first, second in ((0, 1), (1, 0)):
+        m_cos = f.producer(add.inputs[first], "Mul")
+        m_sin = f.producer(add.inputs[second], "Mul")
+        if m_cos is None or m_sin is None or m_cos is m_sin:
+            continue
+        for rot, s_val in _mul_parts(m_sin):
+            x = _rotate_half_of(rot)
+            if x is None:
+                continue
+            for x_val, c_val in _mul_parts(m_cos):
+                if x_val is not x:
+                    continue
+                cos, sin = _cache_source(c_val, x), _cache_source(s_val, x)
+                if cos is None or sin is None:
+                    continue
+                cat = rot.producer()
+                assert cat is not None
+                neg = cat.inputs[0].producer()  # type: ignore[union-attr]
+                assert neg is not None
+                slices = [neg.inputs[0].producer(), cat.inputs[1].producer()]  # type: ignore[union-attr]
+                nodes = [m_cos, m_sin, cat, neg, *slices, add]
+                if not _only_inside(nodes):   # pieces read elsewhere: leave the pattern
+                    continue
+                _emit(graph, namer, add, x, cos, sin, nodes, halves)
+                return True
+    return False
+
+
+def _only_inside(nodes: list[ir.Node]) -> bool:
+    """Whether the values the matched nodes produce (but the last) are read only by them."""
+    inside = {id(n) for n in nodes}
+    for node in nodes[:-1]:
+        v = node.outputs[0]
+        if v.is_graph_output() or any(id(u.node) not in inside for u in v.uses()):
+            return False
+    return True
+
+
+def _half(graph: ir.Graph, namer: f.Namer, anchor: ir.Node, c: ir.Value,
+          halves: dict[int, ir.Value]) -> ir.Value:
+    """c[..., :d/2], one Slice per c, placed right after c's producer."""
+    if id(c) in halves:
+        return halves[id(c)]
+    assert c.shape is not None
+    d = int(c.shape[2])  # type: ignore[arg-type]
+    zero = namer.constant(anchor, np.array([0], dtype=np.int64))
+    end = namer.constant(anchor, np.array([d // 2], dtype=np.int64))
+    axis = namer.constant(anchor, np.array([-1], dtype=np.int64))
+    node = f.make_node(namer, anchor, "Slice", [c, zero, end, axis], dtype=c.dtype,
+                       shape=ir.Shape([c.shape[0], c.shape[1], d // 2]))
+    src = c.producer()
+    if src is not None and src.graph is graph:
+        graph.insert_after(src, node)
+    else:
+        graph.insert_before(anchor, node)
+    halves[id(c)] = node.outputs[0]
+    return node.outputs[0]
+
+
+def _emit(graph: ir.Graph, namer: f.Namer, add: ir.Node, x: ir.Value, cos: ir.Value,
+          sin: ir.Value, nodes: list[ir.Node], halves: dict[int, ir.Value]) -> None:
+    cos_half = _half(graph, namer, add, cos, halves)
+    sin_half = _half(graph, namer, add, sin, halves)
+    node = f.make_node(namer, add, "RotaryEmbedding", [x, cos_half, sin_half],
+                       {"interleaved": 0}, dtype=x.dtype, shape=x.shape)
+    f.replace(graph, nodes, [node], add.outputs[0], node.outputs[0])

@@ -1,0 +1,99 @@
+"""FuseRotaryPass on rotary embeddings exported from real modules: transformers' Llama
+`apply_rotary_pos_emb` (cos/sin computed from position_ids) and the older form that gathers
+cos/sin rows of a constant cache by position_ids -> RotaryEmbedding at opset 23."""
+
+from __future__ import annotations
+
+import torch
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+from onnxport.passes.fuse_rotary import FuseRotaryPass
+from tests.passes.fusion_helpers import assert_same, fuse, nodes_of, ops, unfused
+
+
+class LlamaRope(torch.nn.Module):
+    """transformers' Llama rotary: cos/sin = cos/sin(cat(f, f)), f = position_ids x inv_freq."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rope = LlamaRotaryEmbedding(LlamaConfig(hidden_size=64, num_attention_heads=4,
+                                                     num_key_value_heads=2))
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        cos, sin = self.rope(q, pos)
+        return apply_rotary_pos_emb(q, k, cos, sin)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+class CachedRope(torch.nn.Module):
+    """Rows of constant cos/sin caches gathered by position_ids (older transformers models)."""
+
+    def __init__(self, d: int = 16, positions: int = 32) -> None:
+        super().__init__()
+        inv = 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))
+        freqs = torch.outer(torch.arange(positions).float(), inv)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos_cached", emb.cos())
+        self.register_buffer("sin_cached", emb.sin())
+
+    def forward(self, q: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        cos, sin = self.cos_cached[pos].unsqueeze(1), self.sin_cached[pos].unsqueeze(1)
+        return q * cos + _rotate_half(q) * sin
+
+
+class LearnedCos(torch.nn.Module):
+    """Looks like rotary, but cos/sin halves differ: RotaryEmbedding would be wrong."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = torch.nn.Parameter(torch.randn(2, 5, 16))
+        self.s = torch.nn.Parameter(torch.randn(2, 5, 16))
+
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        return q * self.c.unsqueeze(1) + _rotate_half(q) * self.s.unsqueeze(1)
+
+
+Q, K = torch.randn(2, 4, 5, 16), torch.randn(2, 2, 5, 16)
+POS = torch.tensor([[0, 1, 2, 3, 4], [3, 4, 5, 6, 7]])
+
+
+def test_llama_rotate_half_opset23() -> None:
+    model, args = LlamaRope(), (Q, K, POS)
+    before = unfused(model, args, opset=23)
+    assert ops(before)["Neg"] == 2 and ops(before)["RotaryEmbedding"] == 0
+    after = fuse(before, FuseRotaryPass())
+    got = ops(after)
+    assert got["RotaryEmbedding"] == 2 and got["Neg"] == 0 and got["Add"] == 0
+    for node in nodes_of(after, "RotaryEmbedding"):
+        assert node.attributes["interleaved"].as_int() == 0
+        assert list(node.inputs[1].shape) == [2, 5, 8]      # (batch, seq, d/2), no position_ids
+        assert len(node.inputs) == 3
+    # q and k share one half-cos and one half-sin Slice
+    assert nodes_of(after, "RotaryEmbedding")[0].inputs[1] is nodes_of(after, "RotaryEmbedding")[1].inputs[1]
+    assert_same(model, args, before, after)
+
+
+def test_gathered_cache_opset23() -> None:
+    model, args = CachedRope(), (Q, POS)
+    before = unfused(model, args, opset=23)
+    after = fuse(before, FuseRotaryPass())
+    assert ops(after)["RotaryEmbedding"] == 1 and ops(after)["Neg"] == 0
+    assert_same(model, args, before, after)
+
+
+def test_below_23_nothing() -> None:
+    before = unfused(LlamaRope(), (Q, K, POS), opset=18)
+    assert not FuseRotaryPass()(fuse(before).model).modified
+
+
+def test_unequal_halves_not_fused() -> None:
+    model, args = LearnedCos(), (Q,)
+    before = unfused(model, args, opset=23)
+    after = fuse(before, FuseRotaryPass())
+    assert ops(after)["RotaryEmbedding"] == 0 and ops(after)["Neg"] == 1
+    assert_same(model, args, before, after)
