@@ -97,3 +97,14 @@ def test_unequal_halves_not_fused() -> None:
     after = fuse(before, FuseRotaryPass())
     assert ops(after)["RotaryEmbedding"] == 0 and ops(after)["Neg"] == 1
     assert_same(model, args, before, after)
+
+
+def test_positions_shared_by_the_batch_expanded() -> None:
+    """Llama without position_ids: cos/sin of shape (1, seq, d), expanded to x's batch."""
+    model, args = LlamaRope(), (Q, K, POS[:1])
+    before = unfused(model, args, opset=23)
+    after = fuse(before, FuseRotaryPass())
+    assert ops(after)["RotaryEmbedding"] == 2 and ops(after)["Neg"] == 0
+    assert ops(after)["Expand"] == 2                        # one for cos, one for sin
+    assert list(nodes_of(after, "RotaryEmbedding")[0].inputs[1].shape) == [2, 5, 8]
+    assert_same(model, args, before, after)

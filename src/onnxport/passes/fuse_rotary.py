@@ -123,8 +123,8 @@ def _cache_source(value: ir.Value | None, x: ir.Value) -> ir.Value | None:
     c = node.inputs[0]
     if c is None or c.shape is None or len(c.shape) != 3 or x.shape is None:
         return None
-    if [c.shape[0], c.shape[1], c.shape[2]] != [x.shape[0], x.shape[2], x.shape[3]]:
-        return None
+    if [c.shape[1], c.shape[2]] != [x.shape[2], x.shape[3]] or c.shape[0] not in (1, x.shape[0]):
+        return None   # batch 1 (positions shared by the batch) is expanded to x's batch
     if c.dtype != x.dtype or not _equal_halves(c):
         return None
     return c
@@ -194,9 +194,9 @@ def _only_inside(nodes: list[ir.Node]) -> bool:
     return True
 
 
-def _half(graph: ir.Graph, namer: f.Namer, anchor: ir.Node, c: ir.Value,
+def _half(graph: ir.Graph, namer: f.Namer, anchor: ir.Node, c: ir.Value, x: ir.Value,
           halves: dict[int, ir.Value]) -> ir.Value:
-    """c[..., :d/2], one Slice per c, placed right after c's producer."""
+    """c[..., :d/2] (expanded to x's batch), built once per c, before `anchor`."""
     if id(c) in halves:
         return halves[id(c)]
     assert c.shape is not None
@@ -206,19 +206,28 @@ def _half(graph: ir.Graph, namer: f.Namer, anchor: ir.Node, c: ir.Value,
     axis = namer.constant(anchor, np.array([-1], dtype=np.int64))
     node = f.make_node(namer, anchor, "Slice", [c, zero, end, axis], dtype=c.dtype,
                        shape=ir.Shape([c.shape[0], c.shape[1], d // 2]))
-    src = c.producer()
-    if src is not None and src.graph is graph:
-        graph.insert_after(src, node)
-    else:
-        graph.insert_before(anchor, node)
-    halves[id(c)] = node.outputs[0]
-    return node.outputs[0]
+    out = node.outputs[0]
+    new = [node]
+    if c.shape[0] != x.shape[0]:             # (1, seq, d/2) -> (batch, seq, d/2)
+        batch = f.make_node(namer, anchor, "Shape", [x], {"start": 0, "end": 1},
+                            dtype=ir.DataType.INT64, shape=ir.Shape([1]))
+        ones = namer.constant(anchor, np.array([1, 1], dtype=np.int64))
+        dims = f.make_node(namer, anchor, "Concat", [batch.outputs[0], ones], {"axis": 0},
+                           dtype=ir.DataType.INT64, shape=ir.Shape([3]))
+        expand = f.make_node(namer, anchor, "Expand", [out, dims.outputs[0]], dtype=c.dtype,
+                             shape=ir.Shape([x.shape[0], c.shape[1], d // 2]))
+        new += [batch, dims, expand]
+        out = expand.outputs[0]
+    # after c and x are both computed: right before the first rotation that reads them
+    graph.insert_before(anchor, new)
+    halves[id(c)] = out
+    return out
 
 
 def _emit(graph: ir.Graph, namer: f.Namer, add: ir.Node, x: ir.Value, cos: ir.Value,
           sin: ir.Value, nodes: list[ir.Node], halves: dict[int, ir.Value]) -> None:
-    cos_half = _half(graph, namer, add, cos, halves)
-    sin_half = _half(graph, namer, add, sin, halves)
+    cos_half = _half(graph, namer, add, cos, x, halves)
+    sin_half = _half(graph, namer, add, sin, x, halves)
     node = f.make_node(namer, add, "RotaryEmbedding", [x, cos_half, sin_half],
                        {"interleaved": 0}, dtype=x.dtype, shape=x.shape)
     f.replace(graph, nodes, [node], add.outputs[0], node.outputs[0])
