@@ -108,3 +108,38 @@ def test_positions_shared_by_the_batch_expanded() -> None:
     assert ops(after)["Expand"] == 2                        # one for cos, one for sin
     assert list(nodes_of(after, "RotaryEmbedding")[0].inputs[1].shape) == [2, 5, 8]
     assert_same(model, args, before, after)
+
+
+class InterleavedRope(torch.nn.Module):
+    """GPT-J's rotate_every_two: pairs (x[2i], x[2i+1]) rotated, cos/sin repeated in pairs."""
+
+    def __init__(self, d: int = 16, positions: int = 32, pairs: bool = True) -> None:
+        super().__init__()
+        inv = 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))
+        freqs = torch.outer(torch.arange(positions).float(), inv)
+        spread = (lambda t: t.repeat_interleave(2, -1)) if pairs else (lambda t: torch.cat((t, t), -1))
+        self.register_buffer("cos_cached", spread(freqs.cos()))
+        self.register_buffer("sin_cached", spread(freqs.sin()))
+
+    def forward(self, q: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        cos, sin = self.cos_cached[pos].unsqueeze(1), self.sin_cached[pos].unsqueeze(1)
+        rot = torch.stack((-q[..., 1::2], q[..., ::2]), dim=-1).flatten(-2)
+        return q * cos + rot * sin
+
+
+def test_interleaved_opset23() -> None:
+    model, args = InterleavedRope(), (Q, POS)
+    before = unfused(model, args, opset=23)
+    after = fuse(before, FuseRotaryPass())
+    assert ops(after)["RotaryEmbedding"] == 1 and ops(after)["Neg"] == 0
+    assert nodes_of(after, "RotaryEmbedding")[0].attributes["interleaved"].as_int() == 1
+    assert_same(model, args, before, after)
+
+
+def test_interleaved_rotation_with_half_layout_cache_not_fused() -> None:
+    """Pairs rotated but cos/sin laid out in halves: neither RotaryEmbedding form computes it."""
+    model, args = InterleavedRope(pairs=False), (Q, POS)
+    before = unfused(model, args, opset=23)
+    after = fuse(before, FuseRotaryPass())
+    assert ops(after)["RotaryEmbedding"] == 0
+    assert_same(model, args, before, after)

@@ -1,7 +1,7 @@
 """FuseRotaryPass: rotary position embeddings written out in elementary ops -> ONNX
 `RotaryEmbedding` (opset >= 23). Below opset 23 the pass changes nothing.
 
-Matched (any module, any exporter), the `rotate_half` form, on a 4-D x (batch, heads, seq, d)
+Matched (any module, any exporter), the `rotate_half` form (interleaved=0), on a 4-D x (batch, heads, seq, d)
 with d = 2h static:
 
     rot = Concat(Neg(Slice(x, h:2h, axis=-1)), Slice(x, 0:h, axis=-1), axis=-1)
@@ -13,8 +13,15 @@ where C and S broadcast as (batch, 1, seq, d) and are, for both, Unsqueeze(c, ax
     c = [Mul(., scalar) | Cast]* (Cos | Sin)(Concat(f, f, axis=-1))   (transformers' Llama)
     c = Gather(cache, position_ids)                                     cache constant, halves equal
 
-RotaryEmbedding (no position_ids, cos/sin caches of shape (batch, seq, d/2)) takes the first
-half of c: one Slice shared by every rotation that reads the same c (q and k of a layer).
+and the interleaved form (interleaved=1, GPT-J's rotate_every_two):
+
+    rot = Reshape(Concat(Unsqueeze(Neg(x[..., 1::2]), -1), Unsqueeze(x[..., 0::2], -1), -1))
+    out = x * C + rot * S                       C, S: Unsqueeze(c, 1), c = rows of a constant
+                                                cache whose elements come in equal pairs
+
+RotaryEmbedding (no position_ids, cos/sin caches of shape (batch, seq, d/2)) takes c[..., :d/2]
+(c[..., ::2] interleaved): one Slice shared by every rotation that reads the same c (q and k of
+a layer), expanded to x's batch when c has batch 1.
 """
 
 from __future__ import annotations
@@ -27,8 +34,8 @@ from onnxport.passes import _fusion as f
 _UNARY = ("Cast", "Identity")
 
 
-def _slice_last(node: ir.Node | None, x: ir.Value, d: int) -> tuple[int, int] | None:
-    """(start, end) of a Slice of `x` on its last axis with step 1, clamped to [0, d]."""
+def _slice_last(node: ir.Node | None, x: ir.Value, d: int, step: int = 1) -> tuple[int, int] | None:
+    """(start, end) of a Slice of `x` on its last axis with step `step`, clamped to [0, d]."""
     if node is None or node.op_type != "Slice" or node.inputs[0] is not x or len(node.inputs) < 3:
         return None
     starts, ends = f.constant(node.inputs[1]), f.constant(node.inputs[2])
@@ -39,7 +46,7 @@ def _slice_last(node: ir.Node | None, x: ir.Value, d: int) -> tuple[int, int] | 
     if starts is None or ends is None or axes is None or steps is None or \
             starts.size != 1 or ends.size != 1 or axes.size != 1 or steps.size != 1:
         return None
-    if int(axes.reshape(())) not in (-1, 3) or int(steps.reshape(())) != 1:
+    if int(axes.reshape(())) not in (-1, 3) or int(steps.reshape(())) != step:
         return None
 
     def clamp(v: int) -> int:
@@ -79,6 +86,69 @@ def _rotate_half_of(value: ir.Value) -> ir.Value | None:
     return x
 
 
+def _rotate_pairs_of(value: ir.Value) -> ir.Value | None:
+    """x when `value` is Reshape(Concat(Unsqueeze(Neg(x[..., 1::2]), -1),
+    Unsqueeze(x[..., 0::2], -1), axis=-1), x's shape): stack((-x2, x1), -1).flatten(-2)."""
+    reshape = f.producer(value, "Reshape")
+    if reshape is None or reshape.inputs[0] is None:
+        return None
+    cat = f.producer(reshape.inputs[0], "Concat")
+    if not _concat_last(cat, 5):
+        return None
+    assert cat is not None
+    u_neg, u_x = (f.producer(v, "Unsqueeze") for v in cat.inputs)
+    if u_neg is None or u_x is None:
+        return None
+    for u in (u_neg, u_x):
+        axes = f.constant(u.inputs[1]) if len(u.inputs) > 1 else None
+        if axes is None or axes.reshape(-1).tolist() not in ([-1], [4]):
+            return None
+    neg = f.producer(u_neg.inputs[0], "Neg")
+    even = f.producer(u_x.inputs[0], "Slice")
+    odd = None if neg is None else f.producer(neg.inputs[0], "Slice")
+    x = None if even is None else even.inputs[0]
+    if odd is None or x is None or x.shape is None or len(x.shape) != 4:
+        return None
+    d = x.shape[3]
+    if not isinstance(d, int) or d % 2 or d == 0 or value.shape is None or \
+            list(value.shape) != list(x.shape):
+        return None
+    if _slice_last(odd, x, d, 2) != (1, d) or _slice_last(even, x, d, 2) != (0, d):
+        return None
+    return x
+
+
+def _rotation_nodes(rot: ir.Value) -> list[ir.Node]:
+    """The nodes of a matched rotate_half / rotate-pairs value, last first."""
+    nodes: list[ir.Node] = []
+    todo = [rot.producer()]
+    while todo:
+        node = todo.pop()
+        if node is None or node.op_type not in ("Reshape", "Concat", "Unsqueeze", "Neg", "Slice"):
+            continue
+        nodes.append(node)
+        if node.op_type != "Slice":
+            todo.extend(v.producer() for v in node.inputs[:1 if node.op_type != "Concat" else 2])
+    return nodes
+
+
+def _equal_pairs(value: ir.Value | None) -> bool:
+    """Whether the last axis of constant (or rows of a constant gathered) `value` repeats each
+    element twice: c[..., 0::2] == c[..., 1::2]."""
+    if value is None:
+        return False
+    node = value.producer()
+    if node is not None and not node.domain and node.op_type in ("Gather", *_UNARY):
+        axis = node.attributes.get("axis")
+        if node.op_type == "Gather" and not (axis is None or axis.as_int() == 0):
+            return False
+        return _equal_pairs(node.inputs[0])
+    data = f.constant(value)
+    if data is None or data.ndim == 0 or data.shape[-1] % 2:
+        return False
+    return bool(np.array_equal(data[..., 0::2], data[..., 1::2]))
+
+
 def _equal_halves(value: ir.Value | None, depth: int = 6) -> bool:
     """Whether the last axis of `value` is two equal halves, by construction."""
     if value is None or depth == 0:
@@ -111,7 +181,8 @@ def _equal_halves(value: ir.Value | None, depth: int = 6) -> bool:
     return False
 
 
-def _cache_source(value: ir.Value | None, x: ir.Value) -> ir.Value | None:
+def _cache_source(value: ir.Value | None, x: ir.Value, interleaved: bool = False
+                  ) -> ir.Value | None:
     """c (batch, seq, d) when `value` is Unsqueeze(c, axes=[1]) and c's halves are equal and
     its batch, seq and d are x's."""
     node = f.producer(value, "Unsqueeze")
@@ -125,7 +196,7 @@ def _cache_source(value: ir.Value | None, x: ir.Value) -> ir.Value | None:
         return None
     if [c.shape[1], c.shape[2]] != [x.shape[2], x.shape[3]] or c.shape[0] not in (1, x.shape[0]):
         return None   # batch 1 (positions shared by the batch) is expanded to x's batch
-    if c.dtype != x.dtype or not _equal_halves(c):
+    if c.dtype != x.dtype or not (_equal_pairs(c) if interleaved else _equal_halves(c)):
         return None
     return c
 
@@ -139,7 +210,7 @@ class FuseRotaryPass(ir.passes.InPlacePass):
         modified = False
         for graph in f.graphs(model):
             namer = f.Namer(graph)
-            halves: dict[int, ir.Value] = {}
+            halves: dict[tuple[int, bool], ir.Value] = {}
             for node in list(graph):
                 if node.graph is not graph or node.domain or node.op_type != "Add":
                     continue
@@ -155,31 +226,31 @@ def _mul_parts(mul: ir.Node | None) -> list[tuple[ir.Value, ir.Value]]:
     return [(a, b), (b, a)]
 
 
-def _fuse(graph: ir.Graph, namer: f.Namer, add: ir.Node, halves: dict[int, ir.Value]) -> bool:
+def _fuse(graph: ir.Graph, namer: f.Namer, add: ir.Node,
+          halves: dict[tuple[int, bool], ir.Value]) -> bool:
     for first, second in ((0, 1), (1, 0)):
         m_cos = f.producer(add.inputs[first], "Mul")
         m_sin = f.producer(add.inputs[second], "Mul")
         if m_cos is None or m_sin is None or m_cos is m_sin:
             continue
         for rot, s_val in _mul_parts(m_sin):
+            interleaved = False
             x = _rotate_half_of(rot)
+            if x is None:
+                x, interleaved = _rotate_pairs_of(rot), True
             if x is None:
                 continue
             for x_val, c_val in _mul_parts(m_cos):
                 if x_val is not x:
                     continue
-                cos, sin = _cache_source(c_val, x), _cache_source(s_val, x)
+                cos = _cache_source(c_val, x, interleaved)
+                sin = _cache_source(s_val, x, interleaved)
                 if cos is None or sin is None:
                     continue
-                cat = rot.producer()
-                assert cat is not None
-                neg = cat.inputs[0].producer()  # type: ignore[union-attr]
-                assert neg is not None
-                slices = [neg.inputs[0].producer(), cat.inputs[1].producer()]  # type: ignore[union-attr]
-                nodes = [m_cos, m_sin, cat, neg, *slices, add]
+                nodes = [m_cos, m_sin, *reversed(_rotation_nodes(rot)), add]
                 if not _only_inside(nodes):   # pieces read elsewhere: leave the pattern
                     continue
-                _emit(graph, namer, add, x, cos, sin, nodes, halves)
+                _emit(graph, namer, add, x, cos, sin, nodes, halves, interleaved)
                 return True
     return False
 
@@ -195,16 +266,18 @@ def _only_inside(nodes: list[ir.Node]) -> bool:
 
 
 def _half(graph: ir.Graph, namer: f.Namer, anchor: ir.Node, c: ir.Value, x: ir.Value,
-          halves: dict[int, ir.Value]) -> ir.Value:
-    """c[..., :d/2] (expanded to x's batch), built once per c, before `anchor`."""
-    if id(c) in halves:
-        return halves[id(c)]
+          halves: dict[tuple[int, bool], ir.Value], interleaved: bool) -> ir.Value:
+    """c[..., :d/2] (c[..., ::2] when interleaved), expanded to x's batch, built once per c,
+    before `anchor`."""
+    if (id(c), interleaved) in halves:
+        return halves[(id(c), interleaved)]
     assert c.shape is not None
     d = int(c.shape[2])  # type: ignore[arg-type]
     zero = namer.constant(anchor, np.array([0], dtype=np.int64))
-    end = namer.constant(anchor, np.array([d // 2], dtype=np.int64))
+    end = namer.constant(anchor, np.array([d if interleaved else d // 2], dtype=np.int64))
     axis = namer.constant(anchor, np.array([-1], dtype=np.int64))
-    node = f.make_node(namer, anchor, "Slice", [c, zero, end, axis], dtype=c.dtype,
+    step = namer.constant(anchor, np.array([2 if interleaved else 1], dtype=np.int64))
+    node = f.make_node(namer, anchor, "Slice", [c, zero, end, axis, step], dtype=c.dtype,
                        shape=ir.Shape([c.shape[0], c.shape[1], d // 2]))
     out = node.outputs[0]
     new = [node]
@@ -220,14 +293,15 @@ def _half(graph: ir.Graph, namer: f.Namer, anchor: ir.Node, c: ir.Value, x: ir.V
         out = expand.outputs[0]
     # after c and x are both computed: right before the first rotation that reads them
     graph.insert_before(anchor, new)
-    halves[id(c)] = out
+    halves[(id(c), interleaved)] = out
     return out
 
 
 def _emit(graph: ir.Graph, namer: f.Namer, add: ir.Node, x: ir.Value, cos: ir.Value,
-          sin: ir.Value, nodes: list[ir.Node], halves: dict[int, ir.Value]) -> None:
-    cos_half = _half(graph, namer, add, cos, x, halves)
-    sin_half = _half(graph, namer, add, sin, x, halves)
+          sin: ir.Value, nodes: list[ir.Node], halves: dict[tuple[int, bool], ir.Value],
+          interleaved: bool) -> None:
+    cos_half = _half(graph, namer, add, cos, x, halves, interleaved)
+    sin_half = _half(graph, namer, add, sin, x, halves, interleaved)
     node = f.make_node(namer, add, "RotaryEmbedding", [x, cos_half, sin_half],
-                       {"interleaved": 0}, dtype=x.dtype, shape=x.shape)
+                       {"interleaved": int(interleaved)}, dtype=x.dtype, shape=x.shape)
     f.replace(graph, nodes, [node], add.outputs[0], node.outputs[0])
