@@ -143,3 +143,25 @@ def test_interleaved_rotation_with_half_layout_cache_not_fused() -> None:
     after = fuse(before, FuseRotaryPass())
     assert ops(after)["RotaryEmbedding"] == 0
     assert_same(model, args, before, after)
+
+
+def test_default_passes_llama_decoder_with_cache_opset23() -> None:
+    """In the default pipeline at opset 23: every q/k rotation of a Llama decoder with a KV
+    cache (dynamic shapes) becomes RotaryEmbedding, and greedy tokens equal generate()."""
+    import transformers
+
+    from onnxport import llm
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=99, hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, bos_token_id=1, eos_token_id=2,
+                                      pad_token_id=0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    program = llm.export_decoder_with_cache(model, opset_version=23)
+    assert ops(program)["RotaryEmbedding"] == 4 and ops(program)["Neg"] == 0
+    prompt = torch.randint(3, 99, (2, 5))
+    with torch.no_grad():
+        expected = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                                  max_new_tokens=8, eos_token_id=None, pad_token_id=0)
+    assert torch.equal(llm.greedy_generate(program, prompt, max_new_tokens=8), expected)
