@@ -7,8 +7,8 @@ an empty cache, then `--new` per-token decode steps, each feeding the previous s
 keys/values back (a growing KV cache). The graphs:
 
 * `onnxport`             `onnxport.llm.export_decoder_with_cache(model)` (opset 18, defaults);
-* `onnxport opset 23`    the same at `opset_version=23`;
-* `onnxport 23+rotary`   opset 23 plus `FuseRotaryPass` (RotaryEmbedding; not a default pass);
+* `onnxport opset 23`    the same at `opset_version=23` (rotary fused into RotaryEmbedding);
+* `onnxport 23 w/o rotary` opset 23 through the default passes minus `FuseRotaryPass`;
 * `onnxport ort-target`  `target="onnxruntime"` (opset 18 + the contrib-op passes);
 * `torch.onnx`           `torch.onnx.export(DecoderWithCache(model), dynamo=True)`;
 * `genai builder`        `python -m onnxruntime_genai.models.builder -i <dir> -o <out> -p fp32
@@ -85,13 +85,12 @@ def export_onnxport(model: Any, path: Path, **kwargs: Any) -> None:
     program.save(str(path))
 
 
-def export_onnxport_rotary(model: Any, path: Path) -> None:
-    from onnxport.passes import run_passes
-    from onnxport.passes.fuse_rotary import FuseRotaryPass
-    import onnx_ir.passes.common as common
+def export_onnxport_no_rotary(model: Any, path: Path) -> None:
+    """Opset 23 through the default passes without FuseRotaryPass (what it is worth)."""
+    from onnxport.passes import FuseRotaryPass, default_passes, run_passes
 
-    program = llm.export_decoder_with_cache(model, opset_version=23)
-    run_passes(program.model, [FuseRotaryPass(), common.RemoveUnusedNodesPass()])
+    program = llm.export_decoder_with_cache(model, opset_version=23, optimize=False)
+    run_passes(program.model, [p for p in default_passes() if not isinstance(p, FuseRotaryPass)])
     program.save(str(path))
 
 
@@ -192,7 +191,7 @@ def main() -> None:
         exporters = {
             "onnxport": lambda p: export_onnxport(model, p),
             "onnxport opset 23": lambda p: export_onnxport(model, p, opset_version=23),
-            "onnxport 23+rotary": lambda p: export_onnxport_rotary(model, p),
+            "onnxport 23 w/o rotary": lambda p: export_onnxport_no_rotary(model, p),
             "onnxport ort-target": lambda p: export_onnxport(model, p, target="onnxruntime"),
             "torch.onnx": lambda p: export_torch_onnx(model, p),
         }
