@@ -239,3 +239,33 @@ def test_layout_plan() -> None:
     assert shard_names("m.onnx.data", 1) == ["m.onnx.data"]
     assert shard_names("m.onnx.data", 2) == ["m.onnx-00001-of-00002.data",
                                               "m.onnx-00002-of-00002.data"]
+
+
+def test_resave_removes_stale_data_files(tmp_path) -> None:
+    # Saving again over a model replaces its data files: shards of an earlier save (another
+    # count, or one file now) are removed; files that only look alike are not.
+    torch.manual_seed(4)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 64))
+    x = torch.randn(2, 64)
+    program = onnxport.export(model, (x,))
+    path = str(tmp_path / "m.onnx")
+    (tmp_path / "other.onnx.data").write_bytes(b"x")
+    (tmp_path / "m.onnx-notes.data").write_bytes(b"x")
+
+    def data_files() -> list[str]:
+        return sorted(f for f in os.listdir(tmp_path) if f.startswith("m.onnx") and f != "m.onnx")
+
+    program.save(path, external_data=True, external_data_max_shard_bytes=20_000)
+    three = ["m.onnx-%05d-of-00003.data" % i for i in (1, 2, 3)]
+    assert data_files() == sorted([*three, "m.onnx-notes.data"])
+    program.save(path, external_data=True, external_data_max_shard_bytes=40_000)
+    assert data_files() == ["m.onnx-00001-of-00002.data", "m.onnx-00002-of-00002.data",
+                            "m.onnx-notes.data"]
+    program.save(path, external_data=True)
+    assert data_files() == ["m.onnx-notes.data", "m.onnx.data"]
+    assert verify_external_data(path) == []
+    np.testing.assert_allclose(_ort_logits(path, x), model(x).detach().numpy(), atol=1e-5)
+    program.save(path, external_data=False)
+    assert data_files() == ["m.onnx-notes.data"]
+    assert (tmp_path / "other.onnx.data").exists()
+    np.testing.assert_allclose(_ort_logits(path, x), model(x).detach().numpy(), atol=1e-5)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import threading
 import zlib
 from collections import deque
@@ -148,6 +149,23 @@ def shard_names(data_name: str, count: int) -> list[str]:
         return [data_name]
     stem = data_name[:-len(".data")] if data_name.endswith(".data") else data_name
     return [f"{stem}-{i:05d}-of-{count:05d}.data" for i in range(1, count + 1)]
+
+
+def stale_data_files(directory: str, data_name: str, keep: list[str]) -> list[str]:
+    """Data files of an earlier save of the same model in `directory` that `keep` replaces.
+
+    They are `data_name` itself and its shards `<stem>-0000i-of-0000N.data` (of any N), minus
+    the files in `keep` (the ones just written). Nothing else is matched.
+    """
+    stem = data_name[:-len(".data")] if data_name.endswith(".data") else data_name
+    shard = re.compile(re.escape(stem) + r"-\d{5}-of-\d{5}\.data")
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return []
+    return sorted(name for name in entries
+                  if name not in keep and (name == data_name or shard.fullmatch(name))
+                  and os.path.isfile(os.path.join(directory, name)))
 
 
 def _aligned(offset: int, nbytes: int) -> int:

@@ -733,6 +733,12 @@ def _save_atomically(model: ir.Model, path: str, external_data: bool, *,
         names = [*data_files, base]
         _fsync(os.path.join(staging, base))
         _commit(staging, directory, names)
+        # The data files of an earlier save that this one no longer references (its shards
+        # when now saved as one file or as another number of shards; its data file when now
+        # saved without external data).
+        for name in _serialize.stale_data_files(directory, data_name, data_files):
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(directory, name))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
