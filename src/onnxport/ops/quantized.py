@@ -150,41 +150,8 @@ def _fold_quantize(g: GraphBuilder, x: Tensor, compute: Any) -> Tensor | None:
     return _quantized_initializer(g, x, compute(torch.from_numpy(np.array(data))))
 
 
-_UNSIGNED = "onnxport.uint8_weight"
-
-
-def _unsigned_weight(g: GraphBuilder, q: Tensor, scale: Tensor, zero_point: Tensor | None
-                     ) -> tuple[Tensor, Tensor | None]:
-    """A constant int8 weight re-encoded as uint8 (values and zero point + 128): the same
-    dequantized values, `(q + 128) - (z + 128) = q - z`. ONNX Runtime's fused integer kernels
-    (QGemm, QLinearConv, DynamicQuantizeMatMul, MatMulInteger) multiply uint8 activations by
-    int8 weights with `vpmaddubsw` on AVX2 CPUs without VNNI, which saturates pairs of
-    products at int16 and moves outputs by many quantization steps; with uint8 weights they
-    run their U8U8 kernels, exact on every CPU. Activations and computed values are kept."""
-    if not isinstance(q, ir.Value) or q.dtype != ir.DataType.INT8 or q.is_graph_input() \
-            or q.const_value is None:
-        return q, zero_point
-    z = np.zeros(np.shape(_constant(scale)), np.int64) if zero_point is None \
-        else _constant(zero_point)
-    data = _constant(q)
-    if z is None or data is None or _constant(scale) is None:
-        return q, zero_point
-    shifted = q.meta.get(_UNSIGNED)
-    if shifted is None:
-        root = _root(g)
-        name = root.unique_name(f"{q.name or 'weight'}_u8")
-        tensor = ir.tensor((data.astype(np.int16) + 128).astype(np.uint8), name=name)
-        shifted = ir.Value(name=name, type=ir.TensorType(ir.DataType.UINT8),
-                           shape=ir.Shape(list(data.shape)), const_value=tensor)
-        root.graph.initializers[name] = shifted
-        q.meta[_UNSIGNED] = shifted
-    z_u8 = (np.rint(np.asarray(z)).astype(np.int16) + 128).astype(np.uint8)
-    return shifted, g.const(z_u8, ir.DataType.UINT8)
-
-
 def _dequantize(g: GraphBuilder, q: Tensor, scale: Tensor, zero_point: Tensor | None,
                 out_dtype: torch.dtype | None, axis: int | None = None) -> Tensor:
-    q, zero_point = _unsigned_weight(g, q, scale, zero_point)
     attrs = {} if axis is None else {"axis": axis}
     y = g.op("DequantizeLinear", q, scale, zero_point, **attrs)
     y.dtype = _F32
