@@ -114,3 +114,31 @@ def test_seq2seq_generates_like_eager(name: str, exported: Any, checkpoints: Any
     got = run_client("optimum", out, task, {k: v.numpy() for k, v in inputs.items()},
                      NEW_TOKENS)
     np.testing.assert_array_equal(got["tokens"], expected)
+
+
+def test_audio_classification_like_eager(exported: Any, checkpoints: Any,
+                                         run_client: Any) -> None:
+    out = _folder("wav2vec2", exported)
+    model = _eager(checkpoints("wav2vec2"), "AutoModelForAudioClassification")
+    audio = torch.randn(2, 1600)
+    with torch.no_grad():
+        expected = model(input_values=audio).logits.numpy()
+    got = run_client("optimum", out, "audio-classification", {"input_values": audio.numpy()})
+    assert str(got["class"]) == "ORTModelForAudioClassification"
+    np.testing.assert_allclose(got["logits"], expected, rtol=0, atol=ATOL)
+
+
+def test_zero_shot_image_classification_like_eager(exported: Any, checkpoints: Any,
+                                                   run_client: Any) -> None:
+    out = _folder("clip", exported)
+    model = _eager(checkpoints("clip"), "CLIPModel")
+    ids = torch.tensor([[1, 5, 9, 2], [1, 7, 3, 2]])
+    mask = torch.ones_like(ids)
+    pixels = torch.rand(2, 3, 32, 32)
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask, pixel_values=pixels)
+    got = run_client("optimum", out, "zero-shot-image-classification",
+                     {"input_ids": ids.numpy(), "attention_mask": mask.numpy(),
+                      "pixel_values": pixels.numpy()})
+    np.testing.assert_allclose(got["logits_per_image"], expected.logits_per_image.numpy(),
+                               rtol=0, atol=ATOL)
