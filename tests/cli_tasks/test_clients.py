@@ -140,5 +140,6 @@ def test_zero_shot_image_classification_like_eager(exported: Any, checkpoints: A
     got = run_client("optimum", out, "zero-shot-image-classification",
                      {"input_ids": ids.numpy(), "attention_mask": mask.numpy(),
                       "pixel_values": pixels.numpy()})
+    assert str(got["class"]) == "ORTModelForZeroShotImageClassification"
     np.testing.assert_allclose(got["logits_per_image"], expected.logits_per_image.numpy(),
                                rtol=0, atol=ATOL)
