@@ -237,16 +237,24 @@ def step_eager(folder: str, logits_path: str) -> dict[str, Any]:
     return {"peak_rss_MB": _peak_rss_mb()}
 
 
-def step_ort(path: str, logits_path: str | None) -> dict[str, Any]:
+def step_ort(path: str, logits_path: str | None, load_only: bool = False) -> dict[str, Any]:
     import numpy as np
     import onnxruntime as ort
 
     t0 = time.perf_counter()
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    if load_only:
+        # The CPU provider has no float16 Gemm: with optimizations on it folds a float32 copy
+        # of every weight at load (docs/benchmarks.md); off, the data stays memory-mapped.
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     load = time.perf_counter() - t0
     result: dict[str, Any] = {"load_s": load}
+    if load_only:
+        result["peak_rss_MB"] = _peak_rss_mb()
+        result["note"] = "ORT_DISABLE_ALL, session creation only (no run)"
+        return result
     name = session.get_inputs()[0].name
     t0 = time.perf_counter()
     try:
@@ -268,6 +276,7 @@ STEPS = {
     "real": lambda a: step_real(a.folder, a.out, a.exporter),
     "eager": lambda a: step_eager(a.folder, a.logits),
     "ort": lambda a: step_ort(a.out, a.logits),
+    "ort-load": lambda a: step_ort(a.out, None, load_only=True),
 }
 
 
@@ -399,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         results["onnxport-7b"] = run_child("onnxport-fake", "--folder", folder7, "--out", out,
                                            "--size", "7b", "--dtype", "float16", "--meta",
                                            "--shard", str(4 * 1024**3))
+        results["ort-7b-load"] = run_child("ort-load", "--out", out, guard_mb=2500)
         results["ort-7b"] = run_child("ort", "--out", out, guard_mb=2500)
         if not opts.keep:
             shutil.rmtree(os.path.dirname(out), ignore_errors=True)
@@ -462,6 +472,7 @@ def render(r: dict[str, Any]) -> str:
             row(name, key)
     for key, name in (("ort-fake", "ORT load + run, onnxport 1.1B (fake route)"),
                       ("ort-torch.onnx", "ORT load + run, torch.onnx 1.1B"),
+                      ("ort-7b-load", "ORT session creation only (ORT_DISABLE_ALL), onnxport 7B float16"),
                       ("ort-7b", "ORT load + run, onnxport 7B (float16 from the bf16 checkpoint)")):
         y = r.get(key)
         if y and "error" not in y:
