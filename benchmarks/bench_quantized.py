@@ -14,7 +14,11 @@ opset 18) and `int4_weight_only` (IntxWeightOnlyConfig int4, group 32; 16 on the
 also as `int4_wo+ort_target` (onnxport `target="onnxruntime"`: MatMulNBits, accuracy level
 0, exact) and `int4_wo+nbits_acc4` (FuseMatMulNBitsPass(accuracy_level=4): ORT quantizes the
 activations to int8 per block, faster, not exact). torch.onnx exports the same model at the
-same opset in every row of a flow.
+same opset in every row of a flow. onnxport's PT2E and QAT rows (every flow but `float` and
+the weight-only ones) are exported with `target="onnxruntime"`, whose Uint8WeightsPass stores
+the int8 weights as uint8 so ORT's fused kernels are its exact U8U8 ones on AVX2 CPUs without
+VNNI; the default target writes the int8 weights as quantized (what the `no-opt` error of
+torch.onnx's column, the same int8 QDQ, shows is exact without ORT's fused kernels).
 Latency: median of `--repeat` runs, ORT CPU, 1 intra-op thread, all graph optimizations.
 `kernels` counts QLinearConv/QLinearMatMul/QGemm/MatMulInteger/MatMulIntegerToFloat/
 DynamicQuantizeMatMul/MatMulNBits nodes in ORT's optimized model.
@@ -152,7 +156,8 @@ def measure(proto: onnx.ModelProto, example, repeat: int) -> tuple[int, float, s
 
 def export(exporter: str, model, example, flow: str, opset: int) -> onnx.ModelProto:
     if exporter == "onnxport":
-        target = "onnxruntime" if flow.endswith("+ort_target") else "onnx"
+        pt2e = flow not in ("float", "int8_weight_only", "int4_weight_only", "int4_wo+nbits_acc4")
+        target = "onnxruntime" if flow.endswith("+ort_target") or pt2e else "onnx"
         prog = onnxport.export(model, example, opset_version=opset, target=target)
         if flow.endswith("+nbits_acc4"):
             run_passes(prog.model, [FuseMatMulNBitsPass(bits=(4, 8), accuracy_level=4)])

@@ -111,11 +111,15 @@ def pt2e(model: torch.nn.Module, example: tuple[Any, ...], flow: str, *,
 
 
 def ort_session(model: onnx.ModelProto | str, *, optimized_path: str | None = None,
-                optimize: bool = True) -> ort.InferenceSession:
+                optimize: bool = True, level: ort.GraphOptimizationLevel | None = None
+                ) -> ort.InferenceSession:
+    """A CPU session: all graph optimizations, none (`optimize=False`) or `level`."""
     options = ort.SessionOptions()
     options.log_severity_level = 3
     if not optimize:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    elif level is not None:
+        options.graph_optimization_level = level
     if optimized_path:
         options.optimized_model_filepath = optimized_path
     data = model if isinstance(model, str) else model.SerializeToString()
@@ -179,11 +183,16 @@ def _scale(dq: torch.fx.Node, values: dict[str, Any]) -> float:
 
 
 def check(quantized: torch.fx.GraphModule, example: tuple[Any, ...], *,
-          program: onnxport.ONNXProgram | None = None, **export_kwargs: Any) -> dict[str, Any]:
+          program: onnxport.ONNXProgram | None = None,
+          level: ort.GraphOptimizationLevel | None = None, **export_kwargs: Any) -> dict[str, Any]:
     """Export, then compare with eager: the quantized activations and the output (tolerances in
-    the module docstring), in ONNX Runtime with all graph optimizations on.
+    the module docstring), in ONNX Runtime with all graph optimizations on (so its fused integer
+    kernels run): exported with `target="onnxruntime"` unless given, whose Uint8WeightsPass
+    stores int8 weights as uint8 for ORT's exact U8U8 kernels. `level`: another ORT graph
+    optimization level (ORT_ENABLE_BASIC: no QDQ fusion, the reference QDQ semantics).
 
     Returns the program, the ONNX Runtime outputs and the tolerance used."""
+    export_kwargs.setdefault("target", "onnxruntime")
     prog = program or onnxport.export(quantized, example, **export_kwargs)
     inputs = [torch.randn_like(t) if t.is_floating_point() else t for t in example]
     gm = prog.exported_program.module()
@@ -196,6 +205,11 @@ def check(quantized: torch.fx.GraphModule, example: tuple[Any, ...], *,
              and not n.name.startswith("_") and isinstance(recorder.values.get(n.name), torch.Tensor)]
     graph_names = {v.name for node in prog.model.graph for v in node.outputs}
     names = [n for n in names if n in graph_names]
+    if names and level is not None:  # the intermediate values at the same level
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        options.graph_optimization_level = level
+        prog.runtime_options = onnxport.ONNXRuntimeOptions(session_options=options)
     if names:
         got = prog.compute_values(names, inputs)
         for name, value in zip(names, got):
@@ -205,7 +219,7 @@ def check(quantized: torch.fx.GraphModule, example: tuple[Any, ...], *,
             exact = float((diff == 0).float().mean())
             assert exact >= 0.99, f"{name}: only {exact:.1%} of the quantized values are exact"
     # 2. the output, in ORT with its QDQ fusions
-    session = ort_session(prog.model_proto)
+    session = ort_session(prog.model_proto, level=level)
     got_out = run_ort(session, inputs)
     tol = output_tolerance(gm, recorder.values)
     for want, have in zip(expected, got_out):

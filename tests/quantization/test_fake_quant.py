@@ -158,9 +158,12 @@ def test_prepare_qat_pt2e_eval_exports_as_qdq() -> None:
     move_exported_model_to_eval(prepared)
     prepared.apply(disable_observer)  # torchao's fake-quantize modules
     x = torch.randn_like(example[0])
-    prog = onnxport.export(prepared, (x,))
+    # the ONNX Runtime target: uint8 weights, so ORT's fused kernels are its exact U8U8 ones
+    prog = onnxport.export(prepared, (x,), target="onnxruntime")
     ops = collections.Counter(n.op_type for n in prog.model.graph)
     assert ops["QuantizeLinear"] >= 2 and ops["DequantizeLinear"] >= 4, ops
+    assert not [t.name for t in prog.model_proto.graph.initializer
+                if t.data_type == onnx.TensorProto.INT8], "int8 weight left in the ORT target"
     h.assert_weights_quantized(prog.model_proto, min_int8=2)
     got = h.run_ort(h.ort_session(prog.model_proto), [x])[0]   # ORT's QGemm kernels
     with torch.no_grad():
@@ -171,9 +174,19 @@ def test_prepare_qat_pt2e_eval_exports_as_qdq() -> None:
         * 1.1 + 1e-5
     assert float(np.abs(got - want).max()) <= tol
     converted = convert_pt2e(prepared)
-    got_c = h.run_ort(h.ort_session(onnxport.export(converted, (x,)).model_proto), [x])[0]
+    got_c = h.run_ort(h.ort_session(onnxport.export(converted, (x,), target="onnxruntime")
+                                    .model_proto), [x])[0]
     with torch.no_grad():
         assert float(np.abs(got_c - converted(x).numpy()).max()) <= tol
+    # the default target keeps the symmetric int8 weights (zero point 0) the user quantized;
+    # it matches eager in ORT without its fused integer kernels (the reference QDQ semantics)
+    default = onnxport.export(prepared, (x,)).model_proto
+    weights = [t for t in default.graph.initializer if t.data_type == onnx.TensorProto.INT8
+               and len(t.dims) == 2]
+    assert len(weights) == 2 and not [t for t in default.graph.initializer
+                                      if t.data_type == onnx.TensorProto.UINT8 and len(t.dims) == 2]
+    got_d = h.run_ort(h.ort_session(default, optimize=False), [x])[0]
+    assert float(np.abs(got_d - want).max()) <= tol
 
 
 def test_torchao_qat_weight_fake_quant() -> None:

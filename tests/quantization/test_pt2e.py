@@ -43,7 +43,7 @@ def test_pt2e_matches_eager(flow: str, make) -> None:
     assert not ops["Round"] and not ops["Div"]
     # weights are 8-bit initializers (XNNPACK's dynamic config leaves Conv in float)
     float_convs = 1 if (flow == "xnnpack_dynamic" and make is h.cnn) else 0
-    # (int8 weights are stored as uint8 + 128, ORT's exact U8U8 kernels: ops/quantized.py)
+    # (the ORT target stores int8 weights as uint8 + 128, its exact U8U8 kernels: uint8_weights.py)
     ints = [t for t in proto.graph.initializer if t.data_type == onnx.TensorProto.UINT8
             and len(t.dims) >= 2]
     assert len(ints) == 2 - float_convs
