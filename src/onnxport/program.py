@@ -434,8 +434,11 @@ class ONNXProgram:
                             f"not the str {value_names!r}; pass [{value_names!r}]")
         graph = self.model.graph
         values = _values_by_name(graph)
+        carried = _carried_as_rows(values)
         for name in value_names:
-            if name not in values:
+            if name not in values and name in carried:
+                values[name] = values[carried[name][0]]
+            elif name not in values:
                 raise ValueError(f"Value '{name}' not found in the model. Please provide a valid "
                                  "value name (graph inputs, initializers and node outputs of "
                                  "the main graph).")
@@ -456,7 +459,9 @@ class ONNXProgram:
         finally:
             if tempdir is not None:
                 tempdir.cleanup()
-        return [results[name] for name in value_names]
+        return [results[name].reshape(carried[name][1])
+                if name in carried and values[name].name != name else results[name]
+                for name in value_names]
 
     def rename_axes(self, rename_mapping: Mapping[str | ir.SymbolicDim, str]) -> None:
         """Rename symbolic dimensions everywhere in the model, as torch.onnx does.
@@ -588,6 +593,19 @@ def _run_session(session: ort.InferenceSession, feed: dict[str, np.ndarray]) -> 
     if _has_bfloat16(session):
         return _run_with_bfloat16(session, feed)
     return [_from_numpy(o) for o in session.run(None, feed)]
+
+
+def _carried_as_rows(values: Mapping[str, ir.Value]) -> dict[str, tuple[str, list[int]]]:
+    """Original name -> (name, original shape) of the values FuseRowsPass carries as 2-D."""
+    from onnxport.passes.fuse_rows import ROWS_OF
+
+    carried: dict[str, tuple[str, list[int]]] = {}
+    for name, value in values.items():
+        meta = value.metadata_props.get(ROWS_OF)
+        if meta:
+            original, _, dims = meta.rpartition(":")
+            carried[original] = (name, [int(d) for d in dims.split(",")])
+    return carried
 
 
 def _values_by_name(graph: ir.Graph) -> dict[str, ir.Value]:

@@ -284,3 +284,23 @@ def test_reduce_axes_attribute_form() -> None:
     got = ort.InferenceSession(fused.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_values_carried_as_rows_keep_their_name_for_compute_values() -> None:
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1, self.fc2 = torch.nn.Linear(8, 16), torch.nn.Linear(16, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = torch.relu(self.fc1(x))
+            return self.fc2(h) + x
+
+    model, x = Block().eval(), torch.randn(2, 3, 8)
+    program = onnxport.export(model, (x,))
+    renamed = [v.name for n in program.model.graph for v in n.outputs
+               if v.name and v.name.endswith("__rows")]
+    assert renamed, "FuseRowsPass carried nothing as rows"
+    relu = next(n.name for n in program.exported_program.graph.nodes if n.name.startswith("relu"))
+    [got] = program.compute_values([relu], [x])
+    torch.testing.assert_close(got, torch.relu(model.fc1(x)).detach())

@@ -34,6 +34,7 @@ import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (defines quantized_decomposed ops)
 
 import onnxport
+from onnxport.passes.fuse_rows import ROWS_OF
 
 warnings.filterwarnings("ignore", module="torchao")
 
@@ -204,6 +205,10 @@ def check(quantized: torch.fx.GraphModule, example: tuple[Any, ...], *,
     names = [n.name for n in gm.graph.nodes if _is(n, QUANTIZE_TARGETS)
              and not n.name.startswith("_") and isinstance(recorder.values.get(n.name), torch.Tensor)]
     graph_names = {v.name for node in prog.model.graph for v in node.outputs}
+    # values FuseRowsPass carries as rows keep their original name for compute_values
+    graph_names |= {v.metadata_props[ROWS_OF].rpartition(":")[0]
+                    for node in prog.model.graph for v in node.outputs
+                    if ROWS_OF in v.metadata_props}
     names = [n for n in names if n in graph_names]
     if names and level is not None:  # the intermediate values at the same level
         options = ort.SessionOptions()

@@ -29,6 +29,10 @@ import onnx_ir as ir
 
 from onnxport.passes import _fusion as f
 
+# Metadata on a value carried as rows: "<original name>:<original shape>", so that
+# ONNXProgram.compute_values still answers for the original name (reshaped back).
+ROWS_OF = "pkg.onnxport.rows_of"
+
 _UNARY = {"Abs", "Cast", "Ceil", "Cos", "Elu", "Erf", "Exp", "Floor", "Gelu", "HardSigmoid",
           "HardSwish", "Identity", "LeakyRelu", "Log", "Mish", "Neg", "Not", "Reciprocal", "Relu",
           "Round", "Selu", "Sigmoid", "Sign", "Sin", "Softplus", "Softsign", "Sqrt", "Tanh"}
@@ -275,6 +279,12 @@ def _rewrite(graph: ir.Graph, namer: f.Namer, group: list[ir.Node],
             rank = len(shape)
             outside = [u for u in out.uses() if id(u.node) not in inside]
             out.shape = ir.Shape(_rows(shape))
+            # A name is a contract (compute_values, debugging against eager): the 2-D value
+            # takes a name of its own, and the original name goes to the restored value.
+            name = out.name
+            if name:
+                out.name = f"{name}__rows"
+                out.metadata_props[ROWS_OF] = f"{name}:{','.join(map(str, shape))}"
             keep = [u for u in outside if _reshape_target(u.node) is not None and u.idx == 0]
             back = [u for u in outside if u not in keep]
             if back or out.is_graph_output():
@@ -283,10 +293,9 @@ def _rewrite(graph: ir.Graph, namer: f.Namer, group: list[ir.Node],
                 restored = exit_.outputs[0]
                 for u in back:
                     u.node.replace_input_with(u.idx, restored)
-                if out.is_graph_output():
-                    name = out.name
-                    out.name = f"{name}__rows" if name else None
+                if name:
                     restored.name = name
+                if out.is_graph_output():
                     outputs = graph.outputs
                     for j, v in enumerate(outputs):
                         if v is out:
