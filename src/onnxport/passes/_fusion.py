@@ -36,6 +36,18 @@ def graphs(model: ir.Model) -> Iterator[ir.Graph]:
                     todo.extend(attr.as_graphs())
 
 
+def standard_nodes(model: ir.Model, op_types: Iterable[str]
+                   ) -> Iterator[tuple[ir.Graph, Namer, ir.Node]]:
+    """(graph, namer, node) for each standard-domain node of `op_types` in the main graph and
+    its subgraphs, skipping nodes an earlier rewrite of the same walk has removed."""
+    wanted = frozenset(op_types)
+    for graph in graphs(model):
+        namer = Namer(graph)
+        for node in list(graph):
+            if node.graph is graph and not node.domain and node.op_type in wanted:
+                yield graph, namer, node
+
+
 # The value's data when it is a constant (Constant node or initializer), else None.
 constant = constant_data
 

@@ -142,22 +142,18 @@ class FuseGeluPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         opset = f.opset(model)
         modified = False
-        for graph in f.graphs(model):
-            namer = f.Namer(graph)
-            for node in list(graph):
-                if node.graph is not graph or node.domain or node.op_type not in ("Erf", "Tanh"):
-                    continue
-                m = _match(node)
-                if m is None:
-                    continue
-                if opset >= 20:
-                    gelu = f.make_node(namer, m.nodes[0], "Gelu", [m.x],
-                                       {"approximate": m.approximate}, dtype=m.x.dtype)
-                    f.replace(graph, m.nodes, [gelu], m.nodes[-1].outputs[0], gelu.outputs[0])
-                    modified = True
-                elif m.approximate == "none" and not m.ort_form:
-                    _to_ort_form(graph, namer, m)
-                    modified = True
+        for graph, namer, node in f.standard_nodes(model, ("Erf", "Tanh")):
+            m = _match(node)
+            if m is None:
+                continue
+            if opset >= 20:
+                gelu = f.make_node(namer, m.nodes[0], "Gelu", [m.x],
+                                   {"approximate": m.approximate}, dtype=m.x.dtype)
+                f.replace(graph, m.nodes, [gelu], m.nodes[-1].outputs[0], gelu.outputs[0])
+                modified = True
+            elif m.approximate == "none" and not m.ort_form:
+                _to_ort_form(graph, namer, m)
+                modified = True
         return ir.passes.PassResult(model, modified)
 
 

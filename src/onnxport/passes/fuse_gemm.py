@@ -40,12 +40,8 @@ class FuseGemmPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
-        for graph in f.graphs(model):
-            namer = f.Namer(graph)
-            for node in list(graph):
-                if node.graph is not graph or node.domain or node.op_type not in ("MatMul", "Gemm"):
-                    continue
-                modified |= _fuse(graph, namer, node)
+        for graph, namer, node in f.standard_nodes(model, ("MatMul", "Gemm")):
+            modified |= _fuse(graph, namer, node)
         return ir.passes.PassResult(model, modified)
 
 

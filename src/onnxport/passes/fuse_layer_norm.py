@@ -135,14 +135,10 @@ class FuseLayerNormPass(ir.passes.InPlacePass):
         if f.opset(model) < 17:
             return ir.passes.PassResult(model, False)
         modified = False
-        for graph in f.graphs(model):
-            namer = f.Namer(graph)
-            for node in list(graph):
-                if node.graph is not graph or node.domain or node.op_type != "Sub":
-                    continue
-                m = _match(node)
-                if m is not None:
-                    modified |= _fuse(graph, namer, m)
+        for graph, namer, node in f.standard_nodes(model, ("Sub",)):
+            m = _match(node)
+            if m is not None:
+                modified |= _fuse(graph, namer, m)
         return ir.passes.PassResult(model, modified)
 
 

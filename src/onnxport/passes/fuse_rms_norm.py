@@ -119,19 +119,14 @@ class FuseRMSNormPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         opset = f.opset(model)
         modified = False
-        for graph in f.graphs(model):
-            namer = f.Namer(graph)
-            for node in list(graph):
-                if node.graph is not graph or node.domain or \
-                        node.op_type not in ("ReduceMean", "ReduceSum"):
-                    continue
-                m = _match(node)
-                if m is None:
-                    continue
-                if opset >= 23:
-                    modified |= _to_rms_normalization(graph, namer, m)
-                elif not m.ort_form:
-                    modified |= _to_ort_form(graph, namer, m)
+        for graph, namer, node in f.standard_nodes(model, ("ReduceMean", "ReduceSum")):
+            m = _match(node)
+            if m is None:
+                continue
+            if opset >= 23:
+                modified |= _to_rms_normalization(graph, namer, m)
+            elif not m.ort_form:
+                modified |= _to_ort_form(graph, namer, m)
         return ir.passes.PassResult(model, modified)
 
 

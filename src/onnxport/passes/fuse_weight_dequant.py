@@ -114,12 +114,8 @@ class FuseWeightDequantPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         opset = f.opset(model)
         modified = False
-        for graph in f.graphs(model):
-            namer = f.Namer(graph)
-            for node in list(graph):
-                if node.graph is not graph or node.domain or node.op_type != "Mul":
-                    continue
-                modified |= self._fuse(graph, namer, node, opset)
+        for graph, namer, node in f.standard_nodes(model, ("Mul",)):
+            modified |= self._fuse(graph, namer, node, opset)
         return ir.passes.PassResult(model, modified)
 
     def _fuse(self, graph: ir.Graph, namer: f.Namer, mul: ir.Node, opset: int) -> bool:

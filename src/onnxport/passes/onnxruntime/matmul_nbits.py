@@ -126,16 +126,12 @@ class FuseMatMulNBitsPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
-        for graph in f.graphs(model):
-            namer = f.Namer(graph)
-            for node in list(graph):
-                if node.graph is not graph or node.domain or node.op_type not in ("Gemm", "MatMul"):
-                    continue
-                match = self._match(node)
-                if match is None:
-                    continue
-                self._rewrite(graph, namer, node, *match)
-                modified = True
+        for graph, namer, node in f.standard_nodes(model, ("Gemm", "MatMul")):
+            match = self._match(node)
+            if match is None:
+                continue
+            self._rewrite(graph, namer, node, *match)
+            modified = True
         if modified:
             model.opset_imports.setdefault(CONTRIB_DOMAIN, 1)
         return ir.passes.PassResult(model, modified)
