@@ -566,8 +566,7 @@ def fake_quantize_per_tensor_affine_cachemask(g: GraphBuilder, self: Tensor, sca
                                               zero_point: int, quant_min: int,
                                               quant_max: int) -> tuple[Tensor, Tensor]:
     """fake_quantize_per_tensor_affine_cachemask(Tensor self, float scale, int zero_point, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
-    return (_fake_quantize(g, self, scale, zero_point, quant_min, quant_max, None),
-            _fake_quant_mask(g, self, scale, zero_point, quant_min, quant_max, None))
+    return _fake_quant_with_mask(g, self, scale, zero_point, quant_min, quant_max, None)
 
 
 @register("aten::fake_quantize_per_channel_affine_cachemask.default")
@@ -575,8 +574,7 @@ def fake_quantize_per_channel_affine_cachemask(g: GraphBuilder, self: Tensor, sc
                                                zero_point: Tensor, axis: int, quant_min: int,
                                                quant_max: int) -> tuple[Tensor, Tensor]:
     """fake_quantize_per_channel_affine_cachemask(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
-    return (_fake_quantize(g, self, scale, zero_point, quant_min, quant_max, axis),
-            _fake_quant_mask(g, self, scale, zero_point, quant_min, quant_max, axis))
+    return _fake_quant_with_mask(g, self, scale, zero_point, quant_min, quant_max, axis)
 
 
 def _flag(value: Any, name: str, op: str) -> bool:
@@ -587,17 +585,25 @@ def _flag(value: Any, name: str, op: str) -> bool:
     return bool(data.reshape(()))
 
 
+def _fake_quant_with_mask(g: GraphBuilder, x: Tensor, scale: Tensor, zero_point: Tensor,
+                          quant_min: int, quant_max: int, axis: int | None,
+                          enabled: bool = True) -> tuple[Tensor, Tensor]:
+    """(fake-quantized x, mask of the values inside the range); disabled: (x, all True)."""
+    if not enabled:
+        return g.op("Identity", x), g.op("ConstantOfShape", g.op("Shape", x),
+                                         value=ir.tensor([True]))
+    return (_fake_quantize(g, x, scale, zero_point, quant_min, quant_max, axis),
+            _fake_quant_mask(g, x, scale, zero_point, quant_min, quant_max, axis))
+
+
 @register("aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default")
 def fake_quantize_cachemask_tensor_qparams(g: GraphBuilder, self: Tensor, scale: Tensor,
                                            zero_point: Tensor, fake_quant_enabled: Tensor,
                                            quant_min: int, quant_max: int
                                            ) -> tuple[Tensor, Tensor]:
     """_fake_quantize_per_tensor_affine_cachemask_tensor_qparams(Tensor self, Tensor scale, Tensor zero_point, Tensor fake_quant_enabled, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
-    if not _flag(fake_quant_enabled, "fake_quant_enabled", "fake_quantize"):
-        return g.op("Identity", self), g.op("ConstantOfShape", g.op("Shape", self),
-                                            value=ir.tensor([True]))
-    return (_fake_quantize(g, self, scale, zero_point, quant_min, quant_max, None),
-            _fake_quant_mask(g, self, scale, zero_point, quant_min, quant_max, None))
+    return _fake_quant_with_mask(g, self, scale, zero_point, quant_min, quant_max, None,
+                                 _flag(fake_quant_enabled, "fake_quant_enabled", "fake_quantize"))
 
 
 @register("aten::_fused_moving_avg_obs_fq_helper_functional.default")
@@ -619,12 +625,8 @@ def fused_moving_avg_obs_fq_helper(g: GraphBuilder, self: Tensor, observer_on: T
                                f"call model.apply(torch.ao.quantization.disable_observer) (or "
                                f"torchao.quantization.pt2e.disable_observer) before exporting")
     axis = ch_axis if per_row_fake_quant else None
-    if not _flag(fake_quant_on, "fake_quant_enabled", op):
-        out = g.op("Identity", self)
-        mask = g.op("ConstantOfShape", g.op("Shape", self), value=ir.tensor([True]))
-    else:
-        out = _fake_quantize(g, self, scale, zero_point, quant_min, quant_max, axis)
-        mask = _fake_quant_mask(g, self, scale, zero_point, quant_min, quant_max, axis)
+    out, mask = _fake_quant_with_mask(g, self, scale, zero_point, quant_min, quant_max, axis,
+                                      _flag(fake_quant_on, "fake_quant_enabled", op))
     return (out, mask, g.op("Identity", running_min), g.op("Identity", running_max),
             g.op("Identity", scale), g.op("Identity", zero_point))
 

@@ -48,6 +48,28 @@ def standard_nodes(model: ir.Model, op_types: Iterable[str]
                 yield graph, namer, node
 
 
+class MatchRewritePass(ir.passes.InPlacePass):
+    """A fusion over the standard nodes of `op_types`: `_match(node)` returns a tuple (or None
+    when the node does not match) that `_rewrite(graph, namer, node, *match)` applies."""
+
+    op_types: tuple[str, ...] = ()
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        for graph, namer, node in standard_nodes(model, self.op_types):
+            match = self._match(node)
+            if match is not None:
+                self._rewrite(graph, namer, node, *match)
+                modified = True
+        return ir.passes.PassResult(model, modified)
+
+    def _match(self, node: ir.Node) -> tuple | None:  # type: ignore[type-arg]
+        raise NotImplementedError
+
+    def _rewrite(self, graph: ir.Graph, namer: Namer, node: ir.Node, *match: object) -> None:
+        raise NotImplementedError
+
+
 # The value's data when it is a constant (Constant node or initializer), else None.
 constant = constant_data
 

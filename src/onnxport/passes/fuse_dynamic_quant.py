@@ -47,18 +47,10 @@ def _size(value: ir.Value) -> int | None:
     return int(np.prod(value.shape.numpy())) if len(value.shape) else 1
 
 
-class FuseDynamicQuantMatMulPass(ir.passes.InPlacePass):
+class FuseDynamicQuantMatMulPass(f.MatchRewritePass):
     """DynamicQuantizeLinear -> DequantizeLinear -> Gemm/MatMul as MatMulInteger."""
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        modified = False
-        for graph, namer, node in f.standard_nodes(model, ("Gemm", "MatMul")):
-            match = self._match(node)
-            if match is None:
-                continue
-            self._rewrite(graph, namer, node, *match)
-            modified = True
-        return ir.passes.PassResult(model, modified)
+    op_types = ("Gemm", "MatMul")
 
     # -- matching --------------------------------------------------------------------------
     def _match(self, node: ir.Node) -> tuple[ir.Node, ir.Node, bool, ir.Value | None] | None:

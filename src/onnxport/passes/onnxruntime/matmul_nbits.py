@@ -116,7 +116,7 @@ def _read_weight(dq: ir.Node, n_axis: int) -> _Weight | None:
                    block, bits, signed)
 
 
-class FuseMatMulNBitsPass(ir.passes.InPlacePass):
+class FuseMatMulNBitsPass(f.MatchRewritePass):
     """MatMul/Gemm of a 4- or 8-bit dequantized constant weight as com.microsoft.MatMulNBits."""
 
     def __init__(self, bits: tuple[int, ...] = (4, 8), accuracy_level: int = 0) -> None:
@@ -124,17 +124,13 @@ class FuseMatMulNBitsPass(ir.passes.InPlacePass):
         self.bits = bits
         self.accuracy_level = accuracy_level
 
+    op_types = ("Gemm", "MatMul")
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        modified = False
-        for graph, namer, node in f.standard_nodes(model, ("Gemm", "MatMul")):
-            match = self._match(node)
-            if match is None:
-                continue
-            self._rewrite(graph, namer, node, *match)
-            modified = True
-        if modified:
+        result = super().call(model)
+        if result.modified:
             model.opset_imports.setdefault(CONTRIB_DOMAIN, 1)
-        return ir.passes.PassResult(model, modified)
+        return result
 
     def _match(self, node: ir.Node) -> tuple[list[ir.Node], _Weight, ir.Value | None] | None:
         """(the weight's nodes to drop if unused, the weight, the bias)."""
