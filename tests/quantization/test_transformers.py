@@ -12,28 +12,35 @@ transformers = pytest.importorskip("transformers")
 
 
 class Logits(torch.nn.Module):
-    def __init__(self, model: torch.nn.Module) -> None:
+    """input_ids -> logits; `mask`: pass an all-ones attention mask (without one, transformers
+    checks position ids for packed sequences with aten.diff, which onnxport decomposes by
+    re-tracing the whole program: seconds on a QAT model)."""
+
+    def __init__(self, model: torch.nn.Module, mask: bool = False) -> None:
         super().__init__()
         self.model = model
+        self.mask = mask
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=input_ids, use_cache=False).logits \
-            if isinstance(self.model, transformers.LlamaForCausalLM) \
-            else self.model(input_ids=input_ids).logits
+        mask = torch.ones_like(input_ids) if self.mask else None
+        if isinstance(self.model, transformers.LlamaForCausalLM):
+            return self.model(input_ids=input_ids, attention_mask=mask, use_cache=False).logits
+        return self.model(input_ids=input_ids, attention_mask=mask).logits
 
 
-def bert() -> torch.nn.Module:
-    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2,
+def bert(layers: int = 2, mask: bool = False) -> torch.nn.Module:
+    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=layers,
                                      num_attention_heads=4, intermediate_size=37,
                                      max_position_embeddings=64, num_labels=3)
-    return Logits(transformers.BertForSequenceClassification(config)).eval()
+    return Logits(transformers.BertForSequenceClassification(config), mask).eval()
 
 
-def llama() -> torch.nn.Module:
-    config = transformers.LlamaConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2,
+def llama(intermediate_size: int = 37, layers: int = 2, mask: bool = False) -> torch.nn.Module:
+    config = transformers.LlamaConfig(vocab_size=99, hidden_size=32, num_hidden_layers=layers,
                                       num_attention_heads=4, num_key_value_heads=2,
-                                      intermediate_size=37, max_position_embeddings=64)
-    return Logits(transformers.LlamaForCausalLM(config)).eval()
+                                      intermediate_size=intermediate_size,
+                                      max_position_embeddings=64)
+    return Logits(transformers.LlamaForCausalLM(config), mask).eval()
 
 
 # XNNPACK's quantizer annotates integer `add`s of Llama's mask code (calibration then fails

@@ -21,7 +21,10 @@ def onnxruntime_passes() -> list[ir.passes.PassBase]:
 
     # Skip*LayerNormalization only where ORT 1.32's CPU kernels measured faster than Add + norm:
     # RMS norms of <= 512 elements (decode steps of small models); see fuse_skip_norm.py.
-    return [FuseSkipNormPass(max_elements=512, layer_norm=False),
+    from onnxport.passes.fuse_fake_quant import FuseFakeQuantPass
+
+    return [FuseFakeQuantPass(exact=False),  # also x * (1/s) activations: one step at a tie
+            FuseSkipNormPass(max_elements=512, layer_norm=False),
             FuseMatMulNBitsPass(bits=(4,)),  # int4 only: ORT's 8-bit fp32 path is slower (matmul_nbits.py)
             Uint8WeightsPass()]  # int8 weights as uint8: ORT's exact U8U8 kernels (uint8_weights.py)
 
