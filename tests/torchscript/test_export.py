@@ -261,6 +261,28 @@ def test_inplace_ops_reach_every_alias(fn: Any) -> None:
     _compare(Model(), (x,), eager=lambda t: fn(t.clone()))
 
 
+def _setitem_on_a_dynamic_batch(x: torch.Tensor) -> Any:
+    y = x * 2
+    f = y.flatten(1)
+    f[:, 0] = 0  # traced as a slice of all of dim 0, then select
+    y[:, 1][:, 1:3].zero_()
+    return y, f
+
+
+@pytest.mark.parametrize("fn", [_setitem_on_a_dynamic_batch, _base_seen_by_an_earlier_view,
+                                _write_through_split_unbind_chunk])
+def test_inplace_ops_reach_every_alias_with_a_dynamic_batch(fn: Any) -> None:
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> Any:
+            return fn(x)
+
+    proto = _export(Model(), (torch.randn(2, 3, 4),), input_names=["x"],
+                    dynamic_axes={"x": {0: "batch"}})
+    x = torch.randn(3, 3, 4)
+    for actual, expected in zip(_run(proto, x), flatten_outputs(fn(x.clone()))):
+        torch.testing.assert_close(actual, expected)
+
+
 def test_inplace_write_into_a_view_it_cannot_invert_is_a_typed_error() -> None:
     class Model(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -361,7 +361,7 @@ class TorchScriptTranslator:
             # The in-place op's output is its input; later reads of the input, of the views
             # it was taken through and of the other views of the same memory see the result.
             self._add_view(node.outputsAt(0), _ViewOf(node.inputsAt(0), None))
-            self._write(node.inputsAt(0), self._get(node.outputsAt(0)), node)
+            self._write(node.inputsAt(0), self._get(node.outputsAt(0)))
         elif _returns_view(overload) and _is_view_here(node):
             self._add_view(node.outputsAt(0), _ViewOf(node.inputsAt(0), node))
         elif overload is not None and str(overload._schema).endswith("-> Tensor(a)[]") and \
@@ -379,14 +379,14 @@ class TorchScriptTranslator:
         self._alias[value.unique()] = view
         self._members.setdefault(self._root(view.base).unique(), []).append(value)
 
-    def _write(self, target: torch._C.Value, value: Any, writer: torch._C.Node) -> None:
-        """`target` now holds `value` (an in-place op by `writer`): write it back through the
-        views `target` was taken through into their root, then remake the root's other views."""
+    def _write(self, target: torch._C.Value, value: Any) -> None:
+        """`target` now holds `value` (an in-place op's result): write it back through the views
+        `target` was taken through into their root, then remake the root's other views."""
         self._set(target, value)
         written = {target.unique()}
         while target.unique() in self._alias:
             view = self._alias[target.unique()]
-            value = self._write_through(view, self._get(view.base), value, writer)
+            value = self._write_through(view, self._get(view.base), value)
             self._set(view.base, value)
             target = view.base
             written.add(target.unique())
@@ -404,7 +404,7 @@ class TorchScriptTranslator:
             if view.index is not None:
                 self._set(member, self._get(view.node.outputsAt(0))[view.index])
 
-    def _write_through(self, view: _ViewOf, base: Any, value: Any, writer: torch._C.Node) -> Any:
+    def _write_through(self, view: _ViewOf, base: Any, value: Any) -> Any:
         """The new values of `base` after `value` was written into its view `view`."""
         if view.node is None:
             return value
@@ -413,7 +413,7 @@ class TorchScriptTranslator:
         overload, _ = _dispatch_overload(view.node)
         args, _ = self._bind(view.node, overload, None)
         if not isinstance(base, ir.Value) or not isinstance(value, ir.Value):
-            raise TranslationError(f"{writer.kind()} writes through the view made by {kind} "
+            raise TranslationError(f"the in-place op writes through the view made by {kind} "
                                    "into a value that is not a tensor")
         if value.dtype is not None and base.dtype is not None and value.dtype != base.dtype:
             value = g.op("Cast", value, to=base.dtype)
@@ -422,7 +422,10 @@ class TorchScriptTranslator:
         g.out_vals = (_OutVal(base.dtype, list(base.shape) if base.shape is not None else None,
                               True),)
         if view.index is not None:
-            out = self._write_element(view, base, value, writer, args, overload)
+            out = self._write_element(view, base, value, args, overload)
+        elif kind == "aten::slice" and _whole_slice(args):
+            # `y[:, 0] = v` traces a slice of all of dim 0 first: written back as it is.
+            out = value
         elif kind in _SAME_ORDER_VIEWS:
             dims = list(base.shape) if base.shape is not None else None
             if dims is not None and all(isinstance(d, int) for d in dims):
@@ -444,7 +447,7 @@ class TorchScriptTranslator:
             if kind == "aten::narrow":
                 dim, start, length = args[1], args[2], args[3]
                 if not isinstance(start, int) or not isinstance(length, int):
-                    raise TranslationError(f"{writer.kind()} writes through aten::narrow with "
+                    raise TranslationError("the in-place op writes through aten::narrow with "
                                            "a start or length known only at run time")
                 scatter, scatter_args = torch.ops.aten.slice_scatter.default, \
                     [dim, start, start + length, 1]
@@ -460,7 +463,7 @@ class TorchScriptTranslator:
             out = translation.function(g, base, value, *scatter_args)
         else:
             raise TranslationError(
-                f"{writer.kind()} writes into a view made by {kind}, which the TorchScript "
+                f"the in-place op writes into a view made by {kind}, which the TorchScript "
                 "flavour cannot write back into the viewed tensor; clone the view before the "
                 "in-place op, or export with dynamo=True")
         if base.dtype is not None:
@@ -468,8 +471,8 @@ class TorchScriptTranslator:
         out.shape = base.shape
         return out
 
-    def _write_element(self, view: _ViewOf, base: ir.Value, value: ir.Value,
-                       writer: torch._C.Node, args: list[Any], overload: Any) -> ir.Value:
+    def _write_element(self, view: _ViewOf, base: ir.Value, value: ir.Value, args: list[Any],
+                       overload: Any) -> ir.Value:
         """`base` with `value` written at element `view.index` of its split/chunk/unbind."""
         assert view.node is not None and view.index is not None
         kind = view.node.kind()
@@ -479,7 +482,7 @@ class TorchScriptTranslator:
         sizes = self.info(view.base)[1]
         if not isinstance(dim, int) or rank is None or sizes is None or \
                 sizes[dim % rank] is None:
-            raise TranslationError(f"{writer.kind()} writes into an element of {kind} along a "
+            raise TranslationError(f"the in-place op writes into an element of {kind} along a "
                                    "dim whose size is known only at run time")
         dim %= rank
         if kind == "aten::unbind":
@@ -490,7 +493,7 @@ class TorchScriptTranslator:
             for element in _element_outputs(view.node):
                 element_sizes = self.info(element)[1]
                 if element_sizes is None or element_sizes[dim] is None:
-                    raise TranslationError(f"{writer.kind()} writes into an element of {kind} "
+                    raise TranslationError(f"the in-place op writes into an element of {kind} "
                                            "whose size is known only at run time")
                 lengths.append(int(element_sizes[dim]))
             start = sum(lengths[:view.index])
@@ -662,6 +665,13 @@ class TorchScriptTranslator:
                 value.shape = ir.Shape([ir.SymbolicDim(axes[i]) if i in axes else d
                                         for i, d in enumerate(sizes)])
             g.graph.outputs.append(value)
+
+
+def _whole_slice(args: list[Any]) -> bool:
+    """Whether aten::slice's bound arguments (self, dim, start, end, step) take all of dim."""
+    start, end, step = (list(args[2:5]) + [None, None, 1])[:3]
+    return start in (None, 0) and (end is None or (isinstance(end, int) and end >= 2**62)) \
+        and step == 1
 
 
 def _returns_view(overload: Any) -> bool:
