@@ -44,7 +44,8 @@ from onnxport.passes import _fusion as f
 _QTYPES = ((ir.DataType.INT4, 21, -8, 7), (ir.DataType.UINT4, 21, 0, 15),
            (ir.DataType.INT8, 13, -128, 127), (ir.DataType.UINT8, 13, 0, 255),
            (ir.DataType.INT16, 21, -32768, 32767), (ir.DataType.UINT16, 21, 0, 65535))
-_VIEWS = ("Reshape", "Identity", "Squeeze", "Unsqueeze", "Expand")
+_VIEWS = ("Reshape", "Identity", "Squeeze", "Unsqueeze", "Expand")  # keep values (bounds)
+_SAME_ORDER = ("Reshape", "Identity", "Squeeze", "Unsqueeze")  # keep values and their order
 
 
 # -- constants -------------------------------------------------------------------------------
@@ -112,7 +113,7 @@ def _same(a: ir.Value | None, b: ir.Value | None) -> bool:
 
 def _through_views(value: ir.Value) -> ir.Value:
     while True:
-        node = f.producer(value, *_VIEWS)
+        node = f.producer(value, *_SAME_ORDER)
         if node is None or node.inputs[0] is None:
             return value
         value = node.inputs[0]
@@ -361,7 +362,7 @@ def _dims(value: ir.Value) -> list[object] | None:
 def _layout(x_dims: list[object], s_dims: list[object]) -> tuple[str, int] | None:
     """How a scale of `s_dims` broadcasts over x: ('tensor', 0), ('axis', a) when it varies
     along axis a only, ('rows', 0) when it matches x except 1 along the last axis."""
-    if any(d != 1 for d in s_dims) is False:
+    if all(d == 1 for d in s_dims):
         return "tensor", 0
     if len(s_dims) > len(x_dims):
         return None
