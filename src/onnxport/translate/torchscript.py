@@ -361,7 +361,7 @@ class TorchScriptTranslator:
             # The in-place op's output is its input; later reads of the input, of the views
             # it was taken through and of the other views of the same memory see the result.
             self._add_view(node.outputsAt(0), _ViewOf(node.inputsAt(0), None))
-            self._write(node.inputsAt(0), self._get(node.outputsAt(0)))
+            self._write(node.inputsAt(0), self._get(node.outputsAt(0)), node)
         elif _returns_view(overload) and _is_view_here(node):
             self._add_view(node.outputsAt(0), _ViewOf(node.inputsAt(0), node))
         elif overload is not None and str(overload._schema).endswith("-> Tensor(a)[]") and \
@@ -379,9 +379,10 @@ class TorchScriptTranslator:
         self._alias[value.unique()] = view
         self._members.setdefault(self._root(view.base).unique(), []).append(value)
 
-    def _write(self, target: torch._C.Value, value: Any) -> None:
-        """`target` now holds `value` (an in-place op's result): write it back through the views
-        `target` was taken through into their root, then remake the root's other views."""
+    def _write(self, target: torch._C.Value, value: Any, writer: torch._C.Node) -> None:
+        """`target` now holds `value` (the result of in-place op `writer`): write it back through
+        the views `target` was taken through into their root, then remake the root's other
+        views that are read after `writer` (or that such views were taken from)."""
         self._set(target, value)
         written = {target.unique()}
         while target.unique() in self._alias:
@@ -390,9 +391,16 @@ class TorchScriptTranslator:
             self._set(view.base, value)
             target = view.base
             written.add(target.unique())
+        members = [m for m in self._members.get(target.unique(), [])
+                   if m.unique() not in written]
+        live: set[int] = set()
+        for member in reversed(members):
+            if member.unique() in live or _read_after(member, writer):
+                live.add(member.unique())
+                live.add(self._alias[member.unique()].base.unique())
         remade: set[torch._C.Node] = set()
-        for member in self._members.get(target.unique(), []):
-            if member.unique() in written:
+        for member in members:
+            if member.unique() not in live:
                 continue
             view = self._alias[member.unique()]
             if view.node is None:
@@ -665,6 +673,17 @@ class TorchScriptTranslator:
                 value.shape = ir.Shape([ir.SymbolicDim(axes[i]) if i in axes else d
                                         for i, d in enumerate(sizes)])
             g.graph.outputs.append(value)
+
+
+def _read_after(value: torch._C.Value, node: torch._C.Node) -> bool:
+    """Whether a node after `node` (or the graph's return) reads `value`."""
+    for use in value.uses():
+        try:
+            if use.user.isAfter(node):
+                return True
+        except RuntimeError:  # nodes the graph cannot order: count it as read
+            return True
+    return False
 
 
 def _whole_slice(args: list[Any]) -> bool:
