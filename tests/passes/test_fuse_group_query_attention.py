@@ -153,12 +153,15 @@ def _generate_equals_transformers(model: Any, program: onnxport.ONNXProgram) -> 
 
 
 class CacheAttention(torch.nn.Module):
-    """One attention over a key/value cache whose mask is the padding only (no causal
-    triangle): GQA's causal mask would change it."""
+    """One attention over a key/value cache. Its mask: the padding only ("padding",
+    bidirectional over the cache, which GQA's causal mask would change), the padding AND a
+    causal triangle written as a lower-right tril of ones ("tril", not recognized), or the
+    padding AND the triangle from positions ("positions": arange(T) <= arange(S) + past, the
+    triangle GQA applies; the padding is not transformers' gather, so the bias is the mask)."""
 
-    def __init__(self, causal: bool) -> None:
+    def __init__(self, mode: str) -> None:
         super().__init__()
-        self.causal = causal
+        self.mode = mode
         self.q, self.k, self.v = (torch.nn.Linear(32, 32, bias=False) for _ in range(3))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, past_k: torch.Tensor,
@@ -168,20 +171,23 @@ class CacheAttention(torch.nn.Module):
         k = torch.cat([past_k, self.k(x).view(b, s, 4, 8).transpose(1, 2)], dim=2)
         v = torch.cat([past_v, self.v(x).view(b, s, 4, 8).transpose(1, 2)], dim=2)
         keep = mask.bool()[:, None, None, :]
-        if self.causal:     # a causal triangle written as a lower-right tril: not recognized
-            t = k.shape[2]
+        t = k.shape[2]
+        if self.mode == "tril":
             keep = keep & torch.ones(s, t, dtype=torch.bool).tril(t - s)
+        elif self.mode == "positions":
+            positions = torch.arange(s) + past_k.shape[2]
+            keep = keep & (torch.arange(t)[None, None, None, :] <= positions[None, None, :, None])
         y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
         return y.transpose(1, 2).reshape(b, s, 32), k, v
 
 
 @pytest.mark.parametrize("opset", [18, 23])
-@pytest.mark.parametrize("causal", [False, True])
-def test_other_masks_are_not_fused(opset: int, causal: bool) -> None:
-    """A padding-only mask (bidirectional over the cache) and a causal mask not built from
-    positions (tril of ones) are both left as they are by the pass."""
+@pytest.mark.parametrize("mode", ["padding", "tril", "positions"])
+def test_cache_attention_masks(opset: int, mode: str) -> None:
+    """Only the mask whose causal triangle is provably GQA's is fused; the fused graph equals
+    eager on a left-padded batch with a cache."""
     torch.manual_seed(0)
-    model = CacheAttention(causal).eval()
+    model = CacheAttention(mode).eval()
     b, s, p = 2, 3, 4
     args = (torch.randn(b, s, 32), torch.ones(b, p + s, dtype=torch.long),
             torch.randn(b, 4, p, 8), torch.randn(b, 4, p, 8))
@@ -191,8 +197,22 @@ def test_other_masks_are_not_fused(opset: int, causal: bool) -> None:
     program = onnxport.export(model, args, dynamic_shapes=shapes, opset_version=opset)
     before = ops(program)
     result = FuseGroupQueryAttentionPass()(program.model)
-    assert not result.modified
-    assert ops(program) == before and before["GroupQueryAttention"] == 0
+    if mode != "positions":
+        assert not result.modified
+        assert ops(program) == before and before["GroupQueryAttention"] == 0
+        return
+    counts = ops(program)
+    assert result.modified and counts["GroupQueryAttention"] == 1
+    assert counts["Attention"] + counts["Softmax"] == 0 and counts["MatMul"] == 1  # packed qkv
+    x, mask = torch.randn(2, 2, 32), torch.ones(2, 7, dtype=torch.long)
+    mask[1, :3] = 0
+    past_k, past_v = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8)
+    got = _session(program).run(None, {"x": x.numpy(), "mask": mask.numpy(),
+                                       "past_k": past_k.numpy(), "past_v": past_v.numpy()})
+    with torch.no_grad():
+        expected = model(x, mask, past_k, past_v)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e.numpy(), atol=1e-5, rtol=1e-5)
 
 
 def test_encoder_is_unchanged() -> None:

@@ -607,6 +607,32 @@ def _linear(value: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value | None] | Non
     return node.inputs[0], w, bias
 
 
+def _halves(nodes: list[ir.Node]) -> set[int]:
+    """The ids of the chain's values whose first half (last axis) the cache clone computes
+    alone: from a Concat(x, x) on the last axis on, through unary ops and elementwise ops with
+    constants (sliced to their first half). Empty when anything else reads such a value."""
+    halved: set[int] = set()
+    for node in nodes:
+        out = node.outputs[0]
+        ins = [x for x in node.inputs if x is not None]
+        touched = any(id(x) in halved for x in ins)
+        r = f.rank(out)
+        if node.op_type == "Concat" and len(ins) == 2 and ins[0] is ins[1] and r is not None \
+                and _attr_int(node, "axis", 0) in (-1, r - 1) and not touched:
+            halved.add(id(out))
+        elif touched:
+            if node.op_type in ("Cast", "Cos", "Sin", "Neg", "Identity"):
+                halved.add(id(out))
+            elif node.op_type in ("Mul", "Div", "Add", "Sub") and all(
+                    id(x) in halved or (f.constant(x) is not None and (
+                        f.constant(x).ndim == 0 or f.constant(x).shape[-1] % 2 == 0  # type: ignore[union-attr]
+                        or f.constant(x).shape[-1] == 1)) for x in ins):  # type: ignore[union-attr]
+                halved.add(id(out))
+            else:
+                return set()
+    return halved
+
+
 # ---------------------------------------------------------------------------------------------
 # The pass
 
@@ -759,26 +785,42 @@ class _State:
 
     def _cache(self, anchor: ir.Node, c: ir.Value, chain: list[ir.Node], mk: _Mask,
                interleaved: bool) -> ir.Value:
-        """c's function of the positions, evaluated at Range(0, T): (T, D/2)."""
+        """c's function of the positions, evaluated at Range(0, T): (T, D/2). The function is
+        cloned with Range(0, T) in place of the query positions; where it builds c's last axis
+        as Concat(x, x) (rotate_half layout), the clone keeps x and computes only that half."""
         key = (id(c), interleaved)
         if key in self.caches:
             return self.caches[key]
         order = {id(n): i for i, n in enumerate(self.graph)}
+        nodes = sorted(chain, key=lambda n: order[id(n)])
+        halved = set() if interleaved else _halves(nodes)
         mapping: dict[int, ir.Value] = {id(mk.positions): mk.keys}
-        for node in sorted(chain, key=lambda n: order[id(n)]):
-            inputs = [None if x is None else mapping.get(id(x), x) for x in node.inputs]
+        for node in nodes:
+            out = node.outputs[0]
+            if id(out) in halved and node.op_type == "Concat":
+                mapping[id(out)] = mapping.get(id(node.inputs[0]), node.inputs[0])  # type: ignore[arg-type]
+                continue
+            inputs = []
+            for x in node.inputs:
+                if x is not None and id(x) in mapping:
+                    inputs.append(mapping[id(x)])
+                    continue
+                data = f.constant(x) if id(out) in halved else None
+                if data is not None and data.ndim and data.shape[-1] > 1:   # its first half
+                    x = self._const(anchor, np.ascontiguousarray(data[..., :data.shape[-1] // 2]))
+                inputs.append(x)
             attrs = {name: a.value for name, a in node.attributes.items()}
-            mapping[id(node.outputs[0])] = self._add(anchor, node.op_type, inputs, attrs,
-                                                     dtype=node.outputs[0].dtype)
+            mapping[id(out)] = self._add(anchor, node.op_type, inputs, attrs, dtype=out.dtype)
         full = mapping[id(c)]
         d = int(c.shape[2])  # type: ignore[index,arg-type]
-        starts = self._const(anchor, np.array([0], dtype=np.int64))
-        ends = self._const(anchor, np.array([d if interleaved else d // 2], dtype=np.int64))
-        axes = self._const(anchor, np.array([-1], dtype=np.int64))
-        steps = self._const(anchor, np.array([2 if interleaved else 1], dtype=np.int64))
-        half = self._add(anchor, "Slice", [full, starts, ends, axes, steps], dtype=c.dtype)
+        if id(c) not in halved:
+            starts = self._const(anchor, np.array([0], dtype=np.int64))
+            ends = self._const(anchor, np.array([d if interleaved else d // 2], dtype=np.int64))
+            axes = self._const(anchor, np.array([-1], dtype=np.int64))
+            steps = self._const(anchor, np.array([2 if interleaved else 1], dtype=np.int64))
+            full = self._add(anchor, "Slice", [full, starts, ends, axes, steps], dtype=c.dtype)
         shape = self._const(anchor, np.array([-1, d // 2], dtype=np.int64))
-        out = self._add(anchor, "Reshape", [half, shape], dtype=c.dtype,
+        out = self._add(anchor, "Reshape", [full, shape], dtype=c.dtype,
                         shape=ir.Shape([None, d // 2]))
         self.caches[key] = out
         return out
