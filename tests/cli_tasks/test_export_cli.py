@@ -12,7 +12,7 @@ from typing import Any
 import onnx
 import pytest
 
-from tests.cli_tasks.checkpoints import CHECKPOINTS, DECODERS, ENCODERS, VISION
+from tests.cli_tasks.checkpoints import CHECKPOINTS, DECODERS, DENSE_VISION, ENCODERS, VISION
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -80,6 +80,23 @@ def test_vision(name: str, exported: Any) -> None:
     assert dims["logits"] == ["batch_size", "4"]
 
 
+@pytest.mark.parametrize("name", DENSE_VISION)
+def test_detection_and_segmentation(name: str, exported: Any) -> None:
+    """DETR (object-detection), SegFormer (semantic-segmentation): optimum's names, any size."""
+    out, proc = _check_run(name, exported)
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.onnx"]
+    dims = _dims(out / "model.onnx")
+    assert dims["pixel_values"] == ["batch_size", "3", "height", "width"]
+    if name == "detr":  # 6 queries, 3 labels + "no object"
+        assert dims["logits"] == ["batch_size", "6", "4"]
+        assert dims["pred_boxes"] == ["batch_size", "6", "4"]
+    else:  # 3 labels at a quarter of the image size
+        assert list(dims) == ["pixel_values", "logits"]
+        assert dims["logits"][:2] == ["batch_size", "3"]
+        assert "height" in dims["logits"][2] and "width" in dims["logits"][3]
+    assert "height=96,width=80" in proc.stdout  # validated at a second, non-square size
+
+
 def test_other_task_on_the_same_checkpoint(checkpoints: Any, tmp_path: Any) -> None:
     """--task picks another head of the same architecture (BERT: token-classification)."""
     from tests.cli_tasks.conftest import run_cli
@@ -110,3 +127,4 @@ def test_seq2seq(name: str, exported: Any) -> None:
         assert _dims(out / "encoder_model.onnx")["input_ids"] == ["batch_size",
                                                                   "encoder_sequence_length"]
         assert past["past_key_values.1.encoder.key"][2] == "encoder_sequence_length"
+
