@@ -128,3 +128,38 @@ def test_seq2seq(name: str, exported: Any) -> None:
                                                                   "encoder_sequence_length"]
         assert past["past_key_values.1.encoder.key"][2] == "encoder_sequence_length"
 
+
+@pytest.fixture(scope="module")
+def bert_float16(checkpoints: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One run serves the --dtype float16 and --report tests (exports are the slow part)."""
+    from tests.cli_tasks.conftest import run_cli
+
+    out = tmp_path_factory.mktemp("fp16") / "bert-fp16"
+    return out, run_cli("export", "--model", str(checkpoints("bert")), "--dtype", "float16",
+                        "--report", str(out))
+
+
+def test_dtype_float16(bert_float16: Any) -> None:
+    """float16: every float weight is float16, validated at the float16 tolerance (1e-2)."""
+    out, proc = bert_float16
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("model.onnx")]
+    assert len(rows) == 2 and all(line.split()[-2:] == ["1e-02", "ok"] for line in rows), \
+        proc.stdout
+    model = onnx.load(str(out / "model.onnx"))
+    floats = [i for i in model.graph.initializer
+              if i.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
+                                 onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16)]
+    assert floats and all(i.data_type == onnx.TensorProto.FLOAT16 for i in floats)
+    assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+
+
+def test_report_written_into_output_dir(bert_float16: Any) -> None:
+    out, proc = bert_float16
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reports = sorted(out.glob("onnxport_report_*_success.md"))
+    assert len(reports) == 1, sorted(p.name for p in out.iterdir())
+    assert reports[0].name in proc.stdout  # listed among the files written
+    text = reports[0].read_text()
+    assert text.startswith("# onnxport export report") and "- result: success" in text
+    assert "## ONNX model" in text and "## Timings" in text
