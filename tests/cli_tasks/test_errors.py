@@ -133,6 +133,39 @@ def test_bfloat16_cannot_run_in_onnxruntime_cpu(checkpoints: Any, tmp_path: Path
     _no_leftovers(out)
 
 
+def test_validation_when_onnxruntime_cannot_load(tmp_path: Path) -> None:
+    """In process, no export: a file ONNX Runtime cannot load is a mismatch row (the files
+    are kept for inspection); a bfloat16 op it has no CPU kernel for is UnsupportedDtypeError."""
+    import onnx
+    import torch
+    from onnx import TensorProto, helper
+
+    from onnxport.tasks import UnsupportedDtypeError
+    from onnxport.tasks.graphs import GraphSpec
+    from onnxport.tasks.validate import validate_graph
+
+    linear = torch.nn.Linear(4, 4, bias=False)
+    spec = GraphSpec("model.onnx", linear, ["x"], ["y"], {},
+                     lambda shape: {"x": torch.randn(shape["batch_size"], 4)},
+                     [{"batch_size": 2}])
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not an onnx file")
+    rows = validate_graph(spec, broken, atol=1e-4)
+    assert [(r.output, r.ok) for r in rows] == [("(session)", False)]
+    assert "ONNX Runtime cannot load broken.onnx" in rows[0].note
+
+    values = [helper.make_tensor_value_info(n, TensorProto.BFLOAT16, shape)
+              for n, shape in (("x", [2, 4]), ("w", [4, 4]), ("y", [2, 4]))]
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              values[:2], values[2:])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]),
+              tmp_path / "model.onnx")
+    spec.module = linear.to(torch.bfloat16)
+    with pytest.raises(UnsupportedDtypeError, match=r"cannot run model.onnx in bfloat16 .*"
+                                                    r"MatMul.*--no-validate"):
+        validate_graph(spec, tmp_path / "model.onnx", atol=5e-2)
+
+
 def test_remote_code_refused(checkpoints: Any, tmp_path: Path) -> None:
     import json
 
