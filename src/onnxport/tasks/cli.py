@@ -33,8 +33,9 @@ examples:
 tasks (optimum's names): feature-extraction, fill-mask, text-classification,
   token-classification, question-answering, multiple-choice, text-generation,
   text-generation-with-past, text2text-generation, text2text-generation-with-past,
-  image-classification, automatic-speech-recognition, audio-classification,
-  zero-shot-image-classification.  docs/cli.md lists the files and names each writes.
+  image-classification, object-detection, semantic-segmentation,
+  automatic-speech-recognition, audio-classification, zero-shot-image-classification.
+  docs/cli.md lists the files and names each writes.
 """
 
 INSPECT_EPILOG = """\
