@@ -283,6 +283,21 @@ def test_inplace_ops_reach_every_alias_with_a_dynamic_batch(fn: Any) -> None:
         torch.testing.assert_close(actual, expected)
 
 
+def test_dict_holding_a_list_output() -> None:
+    """torch.jit.trace refuses a dict whose value is a list (the fuzz suite's nested outputs,
+    ~15% of its cases); traced as the flat tuple of its tensors, the ONNX outputs' order."""
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> Any:
+            return x + 1, {"inner": [x * 2, x.sum(0)], "other": x.relu()}
+
+    proto = _compare(Model(), (torch.randn(2, 3),), output_names=["a", "b", "c", "d"],
+                     input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+    assert [o.name for o in proto.graph.output] == ["a", "b", "c", "d"]
+    x = torch.randn(4, 3)
+    for actual, expected in zip(_run(proto, x), flatten_outputs(Model()(x))):
+        torch.testing.assert_close(actual, expected)
+
+
 def test_inplace_write_into_a_view_it_cannot_invert_is_a_typed_error() -> None:
     class Model(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

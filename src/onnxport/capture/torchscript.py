@@ -109,6 +109,9 @@ class _Wrapper(torch.nn.Module):
         else:
             self._fn = model
         self._template = template
+        # Return the output's tensors as one flat tuple (for outputs the tracer cannot take
+        # as they are, e.g. a dict holding a list); the ONNX outputs are flat either way.
+        self.flat_outputs = False
 
     def forward(self, *tensors: torch.Tensor) -> Any:
         leaves, spec = torch.utils._pytree.tree_flatten(self._template)
@@ -116,7 +119,13 @@ class _Wrapper(torch.nn.Module):
         filled = [next(it) if isinstance(x, torch.Tensor) else x for x in leaves]
         args, kwargs = torch.utils._pytree.tree_unflatten(filled, spec)
         fn = self.model if hasattr(self, "model") else self._fn
-        return fn(*args, **kwargs)
+        out = fn(*args, **kwargs)
+        if not self.flat_outputs:
+            return out
+        flat = torch.utils._pytree.tree_leaves(out)
+        if not all(isinstance(x, torch.Tensor) for x in flat):
+            raise TypeError("an output that is not a tensor")
+        return tuple(flat)
 
 
 def _parameter_names(model: Any) -> list[inspect.Parameter]:
@@ -185,8 +194,22 @@ def capture_torchscript(model: Any, args: Any, kwargs: dict[str, Any] | None = N
         with training_mode(model, training):
             traced = torch.jit.trace(wrapper, tuple(tensors), check_trace=False, strict=False)
     except Exception as e:  # noqa: BLE001  (reported as a CaptureError with the cause)
-        attempt = CaptureAttempt("torch.jit.trace", e, time.perf_counter() - t0)
-        raise CaptureError(f"torch.jit.trace failed: {type(e).__name__}: {e}", [attempt]) from e
+        traced = None
+        if "cannot be understood by the tracer" in str(e) or \
+                "Tracer cannot infer type" in str(e):
+            # Nested outputs the tracer refuses (a dict holding a list, a dict of mixed
+            # values): traced as the flat tuple of their tensors, the ONNX outputs' order.
+            wrapper.flat_outputs = True
+            try:
+                with training_mode(model, training):
+                    traced = torch.jit.trace(wrapper, tuple(tensors), check_trace=False,
+                                             strict=False)
+            except Exception:  # noqa: BLE001  (the first error is the one reported)
+                wrapper.flat_outputs = False
+        if traced is None:
+            attempt = CaptureAttempt("torch.jit.trace", e, time.perf_counter() - t0)
+            raise CaptureError(f"torch.jit.trace failed: {type(e).__name__}: {e}",
+                               [attempt]) from e
     graph = traced.graph.copy()
     _flatten(graph)
 
