@@ -123,10 +123,13 @@ def main() -> None:
                         help="append every outcome to this JSON-lines file as it comes")
     parser.add_argument("--merge", nargs="+", default=None, metavar="JSONL",
                         help="print (and with --out write) one table of these files")
+    parser.add_argument("--range", default=None, metavar="FIRST-LAST",
+                        help="with --merge: only these seeds")
     parser.add_argument("--out", default=None, help="write the markdown table here")
     ns = parser.parse_args()
     if ns.merge:
-        merge(ns.merge, ns.out)
+        first, last = (int(x) for x in ns.range.split("-")) if ns.range else (None, None)
+        merge(ns.merge, ns.out, first, last)
         return
     exporters = tuple(ns.exporters.split(","))
     flavours = tuple(ns.flavours.split(","))
@@ -174,14 +177,18 @@ def main() -> None:
             fh.write(header + text + "\n")
 
 
-def merge(paths: list[str], out: str | None) -> None:
-    """One table of the outcomes in JSON-lines files (a later line for the same variant wins)."""
+def merge(paths: list[str], out: str | None, first: int | None = None,
+          last: int | None = None) -> None:
+    """One table of the outcomes in JSON-lines files (a later line for the same variant wins),
+    of the seeds from `first` to `last` when given."""
     by_key: dict[tuple[int, str, str, str], Outcome] = {}
     for path in paths:
         with open(path, encoding="utf-8") as fh:
             for line in fh:
                 if line.strip():
                     r = Outcome(**json.loads(line))
+                    if first is not None and not first <= r.seed <= (last or r.seed):
+                        continue
                     by_key[(r.seed, r.exporter, r.flavour, r.shapes)] = r
     results = sorted(by_key.values(), key=lambda r: (r.seed, r.exporter, r.flavour, r.shapes))
     seconds = sum(r.seconds for r in results)
@@ -192,7 +199,8 @@ def merge(paths: list[str], out: str | None) -> None:
     if out:
         with open(out, "w", encoding="utf-8") as fh:
             fh.write(f"# Fuzz outcomes, {datetime.date.today().isoformat()}\n\n"
-                     f"`python benchmarks/bench_fuzz.py --merge {' '.join(paths)}`\n\n"
+                     f"`python benchmarks/bench_fuzz.py --merge {' '.join(paths)}"
+                     f"{f' --range {first}-{last}' if first is not None else ''}`\n\n"
                      + text + "\n")
 
 
