@@ -16,6 +16,10 @@
   MatMulInteger. The int8 range is the uint8 one shifted by 128 (same scale, zero point and
   values minus 128), so its dequantized values are the uint8 ones exactly. Other ranges and
   the symmetric scheme compute the parameters with Reduce ops, as `determine_qparams` does.
+* torchao QAT: `torchao.choose_qparams_affine` of a constant weight runs eagerly here; of a
+  computed float32 tensor (per-token activations) it is torchao's formula op for op, so the
+  scales and zero points are eager's bit for bit. The fake quantization that follows is plain
+  arithmetic, which FuseFakeQuantPass (passes/fuse_fake_quant.py) rewrites as Q/DQ.
 
 Semantics (torch.ao.quantization.fx._decomposed): quantize is
 `clamp(round(x * (1 / scale)) + zero_point, quant_min, quant_max)`, ONNX's is
