@@ -27,6 +27,9 @@ examples:
         task detected from config.json (LlamaForCausalLM: text-generation-with-past)
   onnxport export --model ./bert --task token-classification --atol 1e-5 ./bert-onnx
   onnxport export --model ./qwen --dtype float16 --overwrite ./qwen-onnx
+  onnxport export --model ./llama-7b --dtype float16 --stream-weights ./llama-7b-onnx
+        weights streamed from the checkpoint files into model.onnx.data (never all in
+        memory); chosen on its own when the model would not fit (docs/cli.md)
   onnxport export --example mlp -o mlp.onnx --verify
   onnxport export my_pkg.models:make_model -o model.onnx
 
@@ -76,6 +79,11 @@ def add_export_options(parser: argparse.ArgumentParser) -> None:
                    help="allow checkpoints that need their own Python code (off by default)")
     g.add_argument("--no-validate", action="store_true",
                    help="skip the comparison of ONNX Runtime with eager PyTorch")
+    g.add_argument("--stream-weights", action=argparse.BooleanOptionalAction, default=None,
+                   help="build the model without weights and stream them from the checkpoint "
+                        "into the external data, for checkpoints larger than memory (default: "
+                        "when loading and validating in memory would need more than 80%% of "
+                        "the available memory); --no-stream-weights: always load the model")
 
 
 def add_inspect_parser(sub: Any) -> argparse.ArgumentParser:
@@ -106,6 +114,15 @@ def add_verify_parser(sub: Any) -> argparse.ArgumentParser:
 
 def _progress() -> tuple[Callable[[str], None], Callable[[], None]]:
     """(say, close): a rich status line on a terminal, plain lines on stderr otherwise."""
+    say, close, _ = _progress_with_bytes()
+    return say, close
+
+
+def _progress_with_bytes() -> tuple[Callable[[str], None], Callable[[], None],
+                                    Callable[[str, int, int], None] | None]:
+    """(say, close, saving): `saving(file, bytes_written, total)` shows the bytes written in
+    the rich status line on a terminal; None when stderr is not a terminal (the step lines
+    then say the bytes and MB/s of each file once it is saved)."""
     start = time.perf_counter()
     if sys.stderr.isatty():
         try:
@@ -119,14 +136,21 @@ def _progress() -> tuple[Callable[[str], None], Callable[[], None]]:
                 console.log(line)
                 status.update(line)
 
-            return say, status.stop
+            def saving(file: str, done: int, total: int) -> None:
+                seconds = time.perf_counter() - saving_since.setdefault(file, time.perf_counter())
+                rate = f", {done / 1e6 / seconds:.0f} MB/s" if seconds > 0.5 else ""
+                status.update(f"saving {file}: {_human(done)} of {_human(total)} written "
+                              f"({100 * done / max(total, 1):.0f}%{rate})")
+
+            saving_since: dict[str, float] = {}
+            return say, status.stop, saving
         except ImportError:
             pass
 
     def plain(line: str) -> None:
         print(f"[{time.perf_counter() - start:6.1f}s] {line}", file=sys.stderr, flush=True)
 
-    return plain, lambda: None
+    return plain, lambda: None, None
 
 
 def _quiet_transformers() -> None:
@@ -160,7 +184,7 @@ def run_export(ns: argparse.Namespace, output_dir: str | None) -> int:
         print("onnxport export: give OUTPUT_DIR after --model CHECKPOINT_DIR", file=sys.stderr)
         return 2
     _quiet_transformers()
-    say, close = _progress()
+    say, close, saving = _progress_with_bytes()
     try:
         result = export_checkpoint(
             ns.model, output_dir, ns.task, opset=getattr(ns, "opset", None), dtype=ns.dtype,
@@ -168,7 +192,8 @@ def run_export(ns: argparse.Namespace, output_dir: str | None) -> int:
             batch_size=ns.batch_size, sequence_length=ns.sequence_length,
             trust_remote_code=ns.trust_remote_code, report=getattr(ns, "report", False),
             validate=not ns.no_validate, optimize=not getattr(ns, "no_optimize", False),
-            progress=say)
+            stream_weights=getattr(ns, "stream_weights", None), progress=say,
+            save_progress=saving)
     except ValidationError as e:
         close()
         print(e.table, file=sys.stdout)
@@ -181,13 +206,18 @@ def run_export(ns: argparse.Namespace, output_dir: str | None) -> int:
         print(f"onnxport: export failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 2 if _usage_error(e) else 1
     close()
-    if result.rows:
+    if result.rows or result.checks:
         print(result.table)
     seconds = ", ".join(f"{k} {v:.1f}s" for k, v in result.seconds.items())
-    print(f"exported {result.model_type} for {result.task} ({result.task_reason}) into "
+    route = "" if result.route == "in-memory" else f", weights streamed ({result.route_reason})"
+    print(f"exported {result.model_type} for {result.task} ({result.task_reason}{route}) into "
           f"{result.output_dir}: {', '.join(result.files)} ({seconds})")
     if result.rows:
         print("validated: ONNX Runtime matches eager PyTorch at every shape")
+    if result.checks:
+        print("checked: " + "; ".join(f"{c.file} {c.what}" for c in result.checks))
+    if result.not_validated:
+        print(f"not validated: {result.not_validated}")
     return 0
 
 

@@ -3,11 +3,16 @@
 Everything is written into a staging folder beside OUTPUT_DIR, which is renamed into place at
 the end: a failed export leaves no partial folder. A validation mismatch is no failure of the
 export: the folder is put in place for inspection, then `ValidationError` says where it is.
+
+Two routes (`streaming.plan_route` chooses): in memory (transformers loads the model with its
+weights), or streamed for checkpoints larger than memory (`streaming.py`: the model is built
+without weights and the checkpoint's tensors are streamed into the external data).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 import tempfile
@@ -19,7 +24,7 @@ from typing import Any
 import torch
 
 from onnxport.errors import OnnxExporterError
-from onnxport.tasks import checkpoint, registry
+from onnxport.tasks import checkpoint, registry, streaming
 from onnxport.tasks.errors import OutputDirError, TaskError, TaskExportError, ValidationError
 from onnxport.tasks.validate import Row, default_atol, format_table, validate_graph
 
@@ -49,14 +54,21 @@ class ExportResult:
     files: list[str]
     rows: list[Row]
     seconds: dict[str, float]
+    route: str = "in-memory"
+    route_reason: str = ""
+    checks: list[streaming.Check] = dataclasses.field(default_factory=list)
+    not_validated: str = ""
 
     @property
     def ok(self) -> bool:
-        return all(r.ok for r in self.rows)
+        return all(r.ok for r in self.rows) and all(c.ok for c in self.checks)
 
     @property
     def table(self) -> str:
-        return format_table(self.rows)
+        lines = [format_table(self.rows)] if self.rows else []
+        lines += [f"{c.file}  {c.what}: {'ok' if c.ok else 'FAILED'}"
+                  + (f" ({c.detail})" if c.detail else "") for c in self.checks]
+        return "\n".join(lines)
 
 
 def _check_output_dir(out: Path, overwrite: bool) -> None:
@@ -93,7 +105,10 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
                       batch_size: int = 2, sequence_length: int = 8,
                       trust_remote_code: bool = False, report: bool = False,
                       validate: bool = True, optimize: bool = True,
-                      progress: Callable[[str], None] | None = None) -> ExportResult:
+                      stream_weights: bool | None = None,
+                      progress: Callable[[str], None] | None = None,
+                      save_progress: Callable[[str, int, int], None] | None = None,
+                      ) -> ExportResult:
     """Export a local transformers checkpoint for a task into `output_dir`, as optimum does.
 
     Args:
@@ -112,12 +127,22 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
         trust_remote_code: Allow a checkpoint that needs its own code (auto_map).
         report: Write onnxport's markdown export report into `output_dir`.
         validate: Compare ONNX Runtime with eager PyTorch at two shapes (and more for
-            decoders: prefill and decode steps).
+            decoders: prefill and decode steps). On the streamed route, only when the eager
+            model and a session fit in memory; the external data's CRC-32s and an ONNX
+            Runtime session are checked instead otherwise (`ExportResult.not_validated`
+            says so).
         optimize: Run onnxport's optimization passes.
+        stream_weights: True: build the model without weights and stream them from the
+            checkpoint into the external data (`.onnx.data`), for checkpoints larger than
+            memory; False: load the model in memory; None: streamed when loading (and
+            validating) in memory would need more than 80% of the available memory.
         progress: Called with a line per step (load, export, save, validate).
+        save_progress: Called as `save_progress(filename, bytes_written, total_bytes)`
+            while weights are written to external data.
 
     Returns:
-        An `ExportResult` (task chosen and why, files, validation rows, seconds per step).
+        An `ExportResult` (task chosen and why, route and why, files, validation rows and
+        checks, seconds per step).
 
     Raises:
         CheckpointError, WeightsError: the checkpoint cannot be read.
@@ -137,12 +162,27 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
     _check_output_dir(out, overwrite)
     say(f"task: {task_name} ({reason})")
     info = registry.TASKS[task_name]
-    model = checkpoint.load_model(model_dir, config, info.auto_class, dtype=torch_dtype,
-                                  trust_remote_code=trust_remote_code)
-    seconds["load"] = time.perf_counter() - start
-    say(f"loaded {type(model).__name__} from {model_dir} "
-        f"({sum(p.numel() for p in model.parameters()):,} parameters) "
-        f"in {seconds['load']:.1f}s")
+    plan, weights = _plan_route(model_dir, config, torch_dtype, stream_weights, validate)
+    say(f"route: {'streamed weights' if plan.stream else 'in memory'} ({plan.reason})")
+    if plan.stream:
+        assert weights is not None
+        build_dtype = torch_dtype or _config_dtype(config) or streaming.checkpoint_dtype(weights)
+        model = streaming.build_without_weights(config, info.auto_class, dtype=build_dtype,
+                                                cast=torch_dtype is not None,
+                                                trust_remote_code=trust_remote_code)
+        seconds["load"] = time.perf_counter() - start
+        say(f"built {type(model).__name__} without weights "
+            f"({sum(p.numel() for p in model.parameters()):,} parameters; checkpoint "
+            f"{weights.description}, {plan.weight_bytes:,} bytes as exported) "
+            f"in {seconds['load']:.1f}s")
+    else:
+        weights = None
+        model = checkpoint.load_model(model_dir, config, info.auto_class, dtype=torch_dtype,
+                                      trust_remote_code=trust_remote_code)
+        seconds["load"] = time.perf_counter() - start
+        say(f"loaded {type(model).__name__} from {model_dir} "
+            f"({sum(p.numel() for p in model.parameters()):,} parameters) "
+            f"in {seconds['load']:.1f}s")
 
     from onnxport.tasks.graphs import graphs_for
 
@@ -150,6 +190,8 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
     rows: list[Row] = []
+    checks: list[streaming.Check] = []
+    not_validated = ""
     try:
         seconds["export"] = seconds["save"] = 0.0
         for spec in specs:
@@ -171,12 +213,29 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
                     raise TaskExportError(
                         f"exporting {spec.filename} for {task_name} failed: "
                         f"{type(e).__name__}: {e}") from e
+            if weights is not None:
+                applied = streaming.apply_checkpoint(program, weights, model)
+                say(f"weights of {spec.filename}: {len(applied.applied)} read from the "
+                    f"checkpoint as it is saved ({len(applied.aliased)} under a tied name, "
+                    f"{len(applied.converted)} converted), "
+                    f"{len(applied.kept) + len(applied.materialized)} computed by the model "
+                    f"(buffers checkpoints do not hold)")
             seconds["export"] += time.perf_counter() - t0
             t0 = time.perf_counter()
-            program.save(staging / spec.filename)
+            bytes_done = (None if save_progress is None else
+                          functools.partial(save_progress, spec.filename))
+            # The streamed route always writes external data: an inline save would gather
+            # every weight into one protobuf in memory.
+            program.save(staging / spec.filename, external_data=True if weights is not None else None,
+                         progress=bytes_done)
+            del program
+            if weights is not None:
+                weights.close()
             size = sum(p.stat().st_size for p in staging.glob(spec.filename + "*"))
-            seconds["save"] += time.perf_counter() - t0
-            say(f"saved {spec.filename} ({size:,} bytes) in {time.perf_counter() - t0:.1f}s")
+            took = time.perf_counter() - t0
+            seconds["save"] += took
+            say(f"saved {spec.filename} ({size:,} bytes) in {took:.1f}s "
+                f"({size / 1e6 / max(took, 1e-9):.0f} MB/s)")
         copied = _copy_checkpoint_files(model_dir, staging)
         if family == "decoder" and task_name == "text-generation-with-past":
             from onnxport.tasks.genai import write_genai_config
@@ -184,7 +243,31 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
 
             write_genai_config(staging, config,
                                with_position_ids=decoder_uses_position_ids(config))
-        if validate:
+        if validate and plan.stream:
+            t0 = time.perf_counter()
+            for spec in specs:
+                say(f"checking {spec.filename}: external data CRC-32, ONNX Runtime session")
+                checks += streaming.check_saved(staging / spec.filename)
+            export_dtype = next((p.dtype for p in model.parameters()
+                                 if p.is_floating_point()), torch.float32)
+            need = streaming.eager_validation_bytes(plan.weight_bytes, export_dtype)
+            available = streaming.available_memory()
+            seconds["check"] = time.perf_counter() - t0
+            if need > streaming.MEMORY_FRACTION * available:
+                not_validated = (
+                    f"ONNX Runtime's outputs were not compared with eager PyTorch: that needs "
+                    f"the model in memory twice over (~{need / 1024**3:.1f} GB), and "
+                    f"{available / 1024**3:.1f} GB is available")
+                say(not_validated)
+            else:
+                del model, specs
+                say("the eager model fits in memory: loading it to compare with ONNX Runtime")
+                model = checkpoint.load_model(model_dir, config, info.auto_class,
+                                              dtype=torch_dtype,
+                                              trust_remote_code=trust_remote_code)
+                specs = graphs_for(model, family, task_name, batch=batch_size,
+                                   sequence=sequence_length)
+        if validate and not not_validated:
             t0 = time.perf_counter()
             model_dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()),
                                torch.float32)
@@ -201,13 +284,42 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
         raise
     seconds["total"] = time.perf_counter() - start
     del copied
-    result = ExportResult(out, task_name, reason, config.model_type, files, rows, seconds)
+    result = ExportResult(out, task_name, reason, config.model_type, files, rows, seconds,
+                          route="streamed" if plan.stream else "in-memory",
+                          route_reason=plan.reason, checks=checks, not_validated=not_validated)
     if not result.ok:
         raise ValidationError(
             f"ONNX Runtime's outputs differ from eager PyTorch beyond the tolerance; the "
             f"files are kept for inspection in {out}\n{result.table}",
             output_dir=str(out), table=result.table)
     return result
+
+
+def _config_dtype(config: Any) -> torch.dtype | None:
+    dtype = getattr(config, "dtype", None)
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype, None)
+    return dtype if isinstance(dtype, torch.dtype) and dtype.is_floating_point else None
+
+
+def _plan_route(model_dir: Path, config: Any, dtype: torch.dtype | None,
+                stream: bool | None, validate: bool,
+                ) -> tuple[streaming.RoutePlan, Any]:
+    """The route, and the checkpoint opened for streaming (None on the in-memory route)."""
+    checkpoint.check_weights(checkpoint.weight_files(model_dir))
+    if stream is False:
+        return streaming.plan_route(0, torch.float32, stream=False, validate=validate), None
+    try:
+        weights = streaming.open_weights(model_dir)
+    except TaskError:
+        if stream:
+            raise
+        # Not streamable (a legacy .bin): the in-memory route reads it.
+        return streaming.RoutePlan(False, 0, 0, "the weights cannot be memory-mapped"), None
+    export_dtype = dtype or _config_dtype(config) or streaming.checkpoint_dtype(weights)
+    nbytes = streaming.checkpoint_bytes(weights, export_dtype)
+    plan = streaming.plan_route(nbytes, export_dtype, stream=stream, validate=validate)
+    return plan, (weights if plan.stream else None)
 
 
 def _export_generic(spec: Any, args: tuple[Any, ...], dynamic: bool,
