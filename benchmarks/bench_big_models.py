@@ -24,6 +24,13 @@ files it touched). Steps:
 * `fake-7b`, `fake-70b`: fake-mode exports of 7B- and 70B-shaped Llama configs (no weights).
 * `--seven-b`: a 7B bf16 checkpoint in shards (~13.5 GB) through the API (meta-device build,
   export, streamed apply_weights + save), then ORT load; files removed afterwards.
+* `cli-7b` (with `--seven-b`; `--cli-only` skips the API run): the same checkpoint through the
+  command line, `onnxport export --model DIR --task text-generation-with-past --dtype float16
+  OUT`, which chooses the streamed route on its own; seconds, peak RSS of the CLI's process
+  tree (sampled every 0.2 s, and the process's own `ru_maxrss` from `wait4`), bytes written,
+  what the CLI checked; then ORT session creation on the folder's model.onnx.
+* `cli-1.1b` (with `--cli`): the 1.1 B float32 checkpoint through the CLI with
+  `--stream-weights` (validation included: it fits in memory) and without (in memory).
 """
 
 from __future__ import annotations
@@ -338,6 +345,84 @@ def run_child(*args: str, timeout: float = 3600, guard_mb: float | None = None) 
     return {"error": " | ".join(tail)[-300:], "wall_s": time.perf_counter() - t0}
 
 
+def _tree_rss_bytes(root: int) -> int:
+    """Resident bytes of process `root` and all its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(entry), int(fields[1])
+        children.setdefault(ppid, []).append(pid)
+        rss[pid] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")  # field 24: rss in pages
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo += children.get(pid, [])
+    return total
+
+
+def run_cli(folder: str, out: str, *options: str, guard_mb: float | None = None,
+            timeout: float = 7200) -> dict[str, Any]:
+    """`onnxport export --model folder OPTIONS out` as a user runs it: seconds, peak RSS of its
+    process tree, bytes written, the CLI's own account of the route and checks."""
+    import re
+    import tempfile
+
+    command = [sys.executable, "-m", "onnxport.cli", "export", "--model", folder, *options,
+               "--overwrite", out]
+    print("$ onnxport export --model", folder, *options, out, flush=True)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as so, tempfile.TemporaryFile("w+") as se:
+        child = subprocess.Popen(command, stdout=so, stderr=se, text=True)
+        peak_tree, killed, status, usage = 0, False, 0, None
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                break
+            peak_tree = max(peak_tree, _tree_rss_bytes(child.pid))
+            if guard_mb is not None and _available_mb() < guard_mb and not killed:
+                child.kill()
+                killed = True
+            if time.perf_counter() - t0 > timeout and not killed:
+                child.kill()
+                killed = True
+            time.sleep(0.2)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t0
+        so.seek(0)
+        se.seek(0)
+        stdout, stderr = so.read(), se.read()
+    result: dict[str, Any] = {"wall_s": wall, "exit": child.returncode,
+                              "peak_tree_rss_MB": peak_tree / 1024**2,
+                              "ru_maxrss_MB": usage.ru_maxrss / 1024 if usage else None}
+    if killed:
+        result["error"] = f"killed (memory guard {guard_mb} MB or timeout)"
+    if os.path.isdir(out):
+        files = sorted(os.listdir(out))
+        result["files"] = files
+        result["data_bytes"] = sum(os.path.getsize(os.path.join(out, f)) for f in files)
+    for line in stdout.splitlines():
+        if line.startswith("exported "):
+            result["seconds"] = {k: float(v) for k, v in
+                                 re.findall(r"(\w+) ([\d.]+)s(?=[,)])", line.rsplit("(", 1)[1])}
+        elif line.startswith(("checked: ", "not validated: ", "validated: ")):
+            result[line.split(":")[0].replace(" ", "_")] = line.split(": ", 1)[1]
+    result["route"] = next((line.split("route: ", 1)[1] for line in stderr.splitlines()
+                            if "route: " in line), None)
+    result["saved"] = [line.split("] ", 1)[-1] for line in stderr.splitlines() if "saved " in line]
+    if child.returncode != 0 and "error" not in result:
+        result["error"] = " | ".join(stderr.strip().splitlines()[-3:])[-400:]
+    print("  ", {k: v for k, v in result.items() if k != "files"}, flush=True)
+    return result
+
+
 def dd(path: str, nbytes: int) -> dict[str, Any]:
     block = 64 * 1024**2
     count = math.ceil(nbytes / block)
@@ -365,6 +450,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seven-b", action="store_true", help="also the 7B bf16 checkpoint run")
     parser.add_argument("--no-torch-onnx", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the files written")
+    parser.add_argument("--suffix", default="", help="results file: big_models_<date><suffix>.md")
+    parser.add_argument("--cli", action="store_true",
+                        help="also the 1.1B checkpoint through the CLI (streamed and in memory)")
+    parser.add_argument("--cli-only", action="store_true",
+                        help="with --seven-b: only the CLI run of the 7B (not the API run)")
     opts = parser.parse_args(argv)
     os.makedirs(opts.dir, exist_ok=True)
     results: dict[str, Any] = {"date": datetime.date.today().isoformat()}
@@ -386,6 +476,16 @@ def main(argv: list[str] | None = None) -> int:
         results["onnxport-real"] = run_child("real", "--folder", folder, "--out", out,
                                              "--exporter", "onnxport")
         shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+        if opts.cli:
+            out = os.path.join(opts.dir, "cli-1.1b")
+            results["cli-1.1b-streamed"] = run_cli(folder, out, "--task",
+                                                   "text-generation-with-past",
+                                                   "--stream-weights", guard_mb=2500)
+            shutil.rmtree(out, ignore_errors=True)
+            results["cli-1.1b-in-memory"] = run_cli(folder, out, "--task",
+                                                    "text-generation-with-past",
+                                                    "--no-stream-weights", guard_mb=2500)
+            shutil.rmtree(out, ignore_errors=True)
         if not opts.no_torch_onnx:
             out = os.path.join(opts.dir, "torch-onnx", "model.onnx")
             results["torch.onnx-real"] = run_child("real", "--folder", folder, "--out", out,
@@ -405,13 +505,24 @@ def main(argv: list[str] | None = None) -> int:
         out = os.path.join(opts.dir, "onnxport-7b", "model.onnx")
         # ONNX Runtime's CPU provider has no bfloat16 MatMul: the model is built in float16
         # and the bfloat16 weights are converted as they are streamed (dtype="auto").
-        results["onnxport-7b"] = run_child("onnxport-fake", "--folder", folder7, "--out", out,
-                                           "--size", "7b", "--dtype", "float16", "--meta",
-                                           "--shard", str(4 * 1024**3))
-        results["ort-7b-load"] = run_child("ort-load", "--out", out, guard_mb=2500)
-        results["ort-7b"] = run_child("ort", "--out", out, guard_mb=2500)
-        if not opts.keep:
+        if not opts.cli_only:
+            results["onnxport-7b"] = run_child("onnxport-fake", "--folder", folder7, "--out",
+                                               out, "--size", "7b", "--dtype", "float16",
+                                               "--meta", "--shard", str(4 * 1024**3))
+            results["ort-7b-load"] = run_child("ort-load", "--out", out, guard_mb=2500)
+            results["ort-7b"] = run_child("ort", "--out", out, guard_mb=2500)
             shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+        # The command line, as a user runs it: the route is chosen by the CLI (streamed: the
+        # model and a session cannot both be in memory), float16 for the same reason as above.
+        out = os.path.join(opts.dir, "cli-7b")
+        results["cli-7b"] = run_cli(folder7, out, "--task", "text-generation-with-past",
+                                    "--dtype", "float16", guard_mb=2500)
+        if os.path.isfile(os.path.join(out, "model.onnx")):
+            results["cli-7b-ort-load"] = run_child("ort-load", "--out",
+                                                   os.path.join(out, "model.onnx"),
+                                                   guard_mb=2500)
+        shutil.rmtree(out, ignore_errors=True)
+        if not opts.keep:
             shutil.rmtree(folder7, ignore_errors=True)
     if not opts.keep:
         shutil.rmtree(folder, ignore_errors=True)
@@ -421,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     table = render(results)
     print(table)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    path = os.path.join(HERE, "results", f"big_models_{results['date']}.md")
+    path = os.path.join(HERE, "results", f"big_models_{results['date']}{opts.suffix}.md")
     with open(path, "w") as fh:
         fh.write(f"# Big models ({results['date']})\n\n`python benchmarks/bench_big_models.py "
                  f"{' '.join(argv)}`\n\n{table}\n\n```json\n{json.dumps(results, indent=1)}\n```\n")
@@ -506,6 +617,31 @@ def render(r: dict[str, Any]) -> str:
                  f"CRC {'ok' if not y['verify_problems'] else y['verify_problems']}")
     elif y:
         row("onnxport 7B bf16", "onnxport-7b")
+    for key, name in (("cli-1.1b-streamed", "CLI 1.1B f32, text-generation-with-past, --stream-weights"),
+                      ("cli-1.1b-in-memory", "CLI 1.1B f32, text-generation-with-past, --no-stream-weights"),
+                      ("cli-7b", "CLI 7B bf16 -> `--dtype float16`, text-generation-with-past (route chosen by the CLI)")):
+        y = r.get(key)
+        if not y:
+            continue
+        if "error" in y:
+            lines.append(f"| {name} | {y['wall_s']:.1f} | {y['peak_tree_rss_MB']:.0f} | - | - | "
+                         f"failed: {y['error'][:200]} |")
+            continue
+        steps = ", ".join(f"{k} {v:.1f} s" for k, v in y.get("seconds", {}).items())
+        said = [f"{k.replace('_', ' ')}: {y[k]}" for k in ("validated", "checked", "not_validated")
+                if k in y]
+        note = "; ".join([f"route: {y.get('route')}", steps,
+                          f"process ru_maxrss {y['ru_maxrss_MB']:.0f} MB", *said])
+        save_s = y.get("seconds", {}).get("save")
+        mbps = y["data_bytes"] / 1e6 / save_s if save_s else None
+        lines.append(f"| {name} | {y['wall_s']:.1f} | **{y['peak_tree_rss_MB']:.0f}** | "
+                     f"{y['data_bytes'] / 1e9:.2f} | {_f(mbps, '.0f')} | {note} |")
+    y = r.get("cli-7b-ort-load")
+    if y and "error" not in y:
+        lines.append(f"| ORT session creation only (ORT_DISABLE_ALL), the CLI's 7B model.onnx | "
+                     f"{y['wall_s']:.1f} | {y['peak_rss_MB']:.0f} | - | - | load {y['load_s']:.1f} s |")
+    elif y:
+        row("ORT session creation, CLI 7B", "cli-7b-ort-load")
     return "\n".join(lines)
 
 
