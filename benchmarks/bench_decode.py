@@ -21,8 +21,10 @@ keys/values back (a growing KV cache). The graphs:
 One round runs the whole generation once per graph, in a rotating order; after `--warmup`
 rounds, `--repeat` rounds are timed. The table gives the median prefill time, the median
 per-token decode time over every decode step of every timed round, its ratio to the builder's,
-the node count of the file and after ORT's own optimizations, and whether the greedy tokens
-equal eager `model.generate(do_sample=False)`.
+the median decode CPU time of the calling thread (which runs the kernels at 1 intra-op thread:
+on a shared, loaded machine it leaves out the time other processes hold the cores) and its
+ratio, the node count of the file and after ORT's own optimizations, and whether the greedy
+tokens equal eager `model.generate(do_sample=False)`.
 
     python benchmarks/bench_decode.py --out benchmarks/results/decode_<date>.md
 """
@@ -35,6 +37,7 @@ import contextlib
 import datetime
 import io
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -164,7 +167,11 @@ class Runner:
         self.inputs = {i.name: i for i in self.session.get_inputs()}
         self.outputs = [o.name for o in self.session.get_outputs()]
 
-    def generate(self, prompt: np.ndarray, new: int) -> tuple[np.ndarray, float, list[float]]:
+    def generate(self, prompt: np.ndarray, new: int
+                 ) -> tuple[np.ndarray, float, list[float], list[float]]:
+        """(tokens, prefill seconds, decode seconds per step, decode CPU seconds per step: the
+        calling thread's CPU time, which runs the kernels at 1 intra-op thread; unlike wall
+        time, it does not count the time other processes hold the cores)."""
         batch = prompt.shape[0]
         past: dict[str, np.ndarray] = {}
         for name, meta in self.inputs.items():
@@ -176,20 +183,22 @@ class Runner:
         tokens = prompt
         step = prompt
         times: list[float] = []
+        cpu: list[float] = []
         for _ in range(new):
             total = tokens.shape[1]
             feed = {"input_ids": step, "attention_mask": np.ones((batch, total), np.int64), **past}
             if "position_ids" in self.inputs:
                 feed["position_ids"] = np.arange(total - step.shape[1], total,
                                                  dtype=np.int64)[None].repeat(batch, 0)
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             out = dict(zip(self.outputs, self.session.run(None, feed)))
             times.append(time.perf_counter() - start)
+            cpu.append(time.thread_time() - start_cpu)
             nxt = out["logits"][:, -1, :].argmax(-1).astype(np.int64)[:, None]
             tokens = np.concatenate([tokens, nxt], axis=1)
             step = nxt
             past = {name: out[name.replace("past_key_values", "present")] for name in past}
-        return tokens, times[0], times[1:]
+        return tokens, times[0], times[1:], cpu[1:]
 
 
 def main() -> None:
@@ -217,7 +226,7 @@ def main() -> None:
         paths: dict[str, Path] = {}
         errors: dict[str, str] = {}
         for name, fn in exporters.items():
-            path = root / name.replace(" ", "_").replace("+", "_") / "model.onnx"
+            path = root / re.sub(r"[^A-Za-z0-9.]+", "_", name) / "model.onnx"
             path.parent.mkdir()
             try:
                 fn(path)
@@ -240,36 +249,41 @@ def main() -> None:
         runners = {name: Runner(p) for name, p in paths.items()}
         prefill: dict[str, list[float]] = collections.defaultdict(list)
         decode: dict[str, list[float]] = collections.defaultdict(list)
+        decode_cpu: dict[str, list[float]] = collections.defaultdict(list)
         equal: dict[str, bool] = {}
         names = list(runners)
         for r in range(ns.warmup + ns.repeat):
             order = names[r % len(names):] + names[:r % len(names)]
             for name in order:
-                tokens, first, rest = runners[name].generate(prompt.numpy(), ns.new)
+                tokens, first, rest, rest_cpu = runners[name].generate(prompt.numpy(), ns.new)
                 equal[name] = equal.get(name, True) and bool(np.array_equal(tokens, expected))
                 if r >= ns.warmup:
                     prefill[name].append(first)
                     decode[name].extend(rest)
+                    decode_cpu[name].extend(rest_cpu)
         counts = {name: node_counts(p) for name, p in paths.items()}
 
     anchor = statistics.median(decode["genai builder"]) if "genai builder" in decode else None
+    anchor_cpu = statistics.median(decode_cpu["genai builder"]) if anchor else None
     lines = [f"LLM decode, {datetime.date.today()}: Llama hidden {CONFIG['hidden_size']}, "
              f"{CONFIG['num_hidden_layers']} layers, {CONFIG['num_attention_heads']} heads / "
              f"{CONFIG['num_key_value_heads']} kv heads, vocab {CONFIG['vocab_size']}, fp32, "
              f"batch 1, prompt {ns.prompt}, {ns.new - 1} decode steps, ORT {ort.__version__} "
              f"CPU 1 thread, {ns.repeat} rounds (+{ns.warmup} warm-up), torch {torch.__version__}",
              "",
-             "| graph | prefill ms | decode ms/token | ratio to builder | nodes (file) | "
-             "nodes (ORT-optimized) | tokens = eager |",
-             "|---|---|---|---|---|---|---|"]
+             "| graph | prefill ms | decode ms/token | ratio to builder | decode CPU ms/token | "
+             "CPU ratio | nodes (file) | nodes (ORT-optimized) | tokens = eager |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name in names:
         d = statistics.median(decode[name]) * 1e3
         ratio = f"{d / (anchor * 1e3):.3f}" if anchor else "-"
+        c = statistics.median(decode_cpu[name]) * 1e3
+        cpu_ratio = f"{c / (anchor_cpu * 1e3):.3f}" if anchor_cpu else "-"
         lines.append(f"| {name} | {statistics.median(prefill[name]) * 1e3:.2f} | {d:.3f} | "
-                     f"{ratio} | {counts[name][0]} | {counts[name][1]} | "
+                     f"{ratio} | {c:.3f} | {cpu_ratio} | {counts[name][0]} | {counts[name][1]} | "
                      f"{'yes' if equal[name] else 'NO'} |")
     for name, err in errors.items():
-        lines.append(f"| {name} | failed: {err} | | | | | |")
+        lines.append(f"| {name} | failed: {err} | | | | | | | |")
     text = "\n".join(lines)
     print(text)
     if ns.out:

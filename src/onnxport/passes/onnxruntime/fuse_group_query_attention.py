@@ -28,9 +28,10 @@ layout is the graph's own (present = Concat(past, new), padding positions includ
 padding comes from `attention_bias`. `seqlens_k = ReduceSum(attention_mask) - 1` (what
 right-padded runtimes feed) would be wrong for left-padded batches, which transformers'
 `generate` uses: GQA would read the first keys of the cache, the padding. A fully masked query
-row (a left pad of a prompt) gives zeros, as the unfused graph. `query_seqlens` = S for every
-row lets batches of more than one row run multi-token steps on a cache (ORT refuses them
-without it), as the unfused graph does.
+row (a left pad of a prompt) gives zeros in ORT 1.32, as the unfused graph. `query_seqlens` = S
+for every row lets batches of more than one row run multi-token steps on a cache (ORT refuses
+them without it), as the unfused graph does; it is an input of ORT 1.32's GroupQueryAttention
+schema (older releases, whose schema ends earlier, refuse the node).
 
 Rotary: when q and k_new are rotated by the same cos/sin, and those are a position-wise
 function (Unsqueeze, Cast, elementwise ops with constants that do not vary along positions,
@@ -42,6 +43,13 @@ with other positions (a position_ids input) stay in the graph, before GQA.
 
 seqlens_k, total_sequence_length, query_seqlens, the bias and the caches are computed once per
 graph and shared by every layer.
+
+Packed QKV (`pack_qkv=True`, the default): when GQA's query, key and value are three Linears
+of the same input (MatMul(x, Transpose(W)) [+ bias]), they become one MatMul(x, Concat(Wq^T,
+Wk^T, Wv^T, axis=1)) [+ Concat(biases)] feeding GQA's packed-QKV input. The weights stay
+initializers by their state_dict names (the file does not grow, `apply_weights` still finds
+them); ONNX Runtime folds Transpose + Concat once, at session creation, into one weight
+(its peak memory while folding was not measured).
 """
 
 from __future__ import annotations
