@@ -196,3 +196,17 @@ def test_torchao_qat_llama() -> None:
         with torch.no_grad():
             want = model(ids).numpy()
         np.testing.assert_allclose(h.run_ort(session, [ids])[0], want, rtol=0, atol=tol)
+
+
+def test_torchao_qat_dynamic_batch() -> None:
+    """A dynamic batch (torchao's views stay as Reshapes of symbolic shape): still QDQ
+    activations and MatMulNBits under the ONNX Runtime target, matching eager at other batch
+    sizes within one step."""
+    model = _prepare(_mlp(), torch.int4, 32)
+    prog = onnxport.export(model, (torch.randn(4, 64),), opset_version=21, target="onnxruntime",
+                           dynamic_shapes=({0: "batch"},))
+    ops = collections.Counter(n.op_type for n in prog.model.graph)
+    assert ops["QuantizeLinear"] == 2 and ops["MatMulNBits"] == 2, ops
+    for batch in (1, 7):
+        x = torch.randn(batch, 64) * 2
+        _compare(prog.model_proto, model, [x], _one_step(model, model[2], x))

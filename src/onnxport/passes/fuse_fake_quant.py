@@ -281,17 +281,32 @@ def _clamp(value: ir.Value | None) -> tuple[ir.Value, float, float, list[ir.Node
 
 
 def _round_trip(value: ir.Value | None) -> tuple[ir.Value | None, list[ir.Node]]:
-    """`value` before Reshapes that end in the shape they started from (torchao views the
-    quantized integers as the weight and back as groups), with those nodes."""
+    """`value` before the longest chain of Reshapes that ends in the shape it started from
+    (torchao views the quantized integers as the weight and back as groups; with dynamic
+    shapes the identity views stay), with those nodes."""
     nodes: list[ir.Node] = []
+    best: tuple[ir.Value | None, list[ir.Node]] = (value, [])
     start = value
     while (node := f.producer(start, "Reshape")) is not None and node.inputs[0] is not None:
         nodes.append(node)
         start = node.inputs[0]
-        if start.shape is not None and value is not None and value.shape is not None \
-                and start.shape.is_static() and list(start.shape) == list(value.shape):
-            return start, nodes
-    return value, []
+        if value is not None and _same_shape(start, value):
+            best = (start, list(nodes))
+    return best
+
+
+def _same_shape(a: ir.Value, b: ir.Value) -> bool:
+    """Whether two values provably have one shape: equal static dims or equally named
+    symbolic ones (a dynamic batch), no unknown dim."""
+    if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
+        return False
+    for da, db in zip(a.shape, b.shape):
+        if isinstance(da, int) or isinstance(db, int):
+            if da != db:
+                return False
+        elif da.value is None or da.value != db.value:
+            return False
+    return True
 
 
 def _match(mul: ir.Node, exact: bool) -> _Match | None:
