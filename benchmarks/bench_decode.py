@@ -9,7 +9,11 @@ keys/values back (a growing KV cache). The graphs:
 * `onnxport`             `onnxport.llm.export_decoder_with_cache(model)` (opset 18, defaults);
 * `onnxport opset 23`    the same at `opset_version=23` (rotary fused into RotaryEmbedding);
 * `onnxport 23 w/o rotary` opset 23 through the default passes minus `FuseRotaryPass`;
-* `onnxport ort-target`  `target="onnxruntime"` (opset 18 + the contrib-op passes);
+* `onnxport ort-target`  `target="onnxruntime"` (opset 18 + the contrib-op passes: attention
+                         as GroupQueryAttention with rotary inside, Q/K/V packed in one MatMul);
+* `onnxport ort-target 23` the same at `opset_version=23`;
+* `onnxport ort-target 23 unpacked` the same with `FuseGroupQueryAttentionPass(pack_qkv=False)`
+                         (three Q/K/V MatMuls: what packing is worth);
 * `torch.onnx`           `torch.onnx.export(DecoderWithCache(model), dynamo=True)`;
 * `genai builder`        `python -m onnxruntime_genai.models.builder -i <dir> -o <out> -p fp32
                          -e cpu` (onnxruntime-genai is a benchmark-only dependency).
@@ -46,7 +50,6 @@ import onnxruntime as ort
 import torch
 import transformers
 
-import onnxport
 from onnxport import llm
 
 CONFIG = dict(vocab_size=32000, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,
@@ -91,6 +94,19 @@ def export_onnxport_no_rotary(model: Any, path: Path) -> None:
 
     program = llm.export_decoder_with_cache(model, opset_version=23, optimize=False)
     run_passes(program.model, [p for p in default_passes() if not isinstance(p, FuseRotaryPass)])
+    program.save(str(path))
+
+
+def export_onnxport_unpacked(model: Any, path: Path) -> None:
+    """The ONNX Runtime target at opset 23 with GQA's Q, K, V left as three MatMuls."""
+    from onnxport.passes import run_passes
+    from onnxport.passes.onnxruntime import onnxruntime_passes
+    from onnxport.passes.onnxruntime.fuse_group_query_attention import FuseGroupQueryAttentionPass
+
+    program = llm.export_decoder_with_cache(model, opset_version=23)
+    passes = [FuseGroupQueryAttentionPass(pack_qkv=False) if
+              isinstance(p, FuseGroupQueryAttentionPass) else p for p in onnxruntime_passes()]
+    run_passes(program.model, passes)
     program.save(str(path))
 
 
@@ -193,6 +209,9 @@ def main() -> None:
             "onnxport opset 23": lambda p: export_onnxport(model, p, opset_version=23),
             "onnxport 23 w/o rotary": lambda p: export_onnxport_no_rotary(model, p),
             "onnxport ort-target": lambda p: export_onnxport(model, p, target="onnxruntime"),
+            "onnxport ort-target 23": lambda p: export_onnxport(model, p, target="onnxruntime",
+                                                                opset_version=23),
+            "onnxport ort-target 23 unpacked": lambda p: export_onnxport_unpacked(model, p),
             "torch.onnx": lambda p: export_torch_onnx(model, p),
         }
         paths: dict[str, Path] = {}

@@ -2,20 +2,30 @@
 
     python benchmarks/bench_fuzz.py --seeds 500 [--start 1000] [--timeout 60] [--out FILE]
     python benchmarks/bench_fuzz.py --only 23          # one seed, every variant, with details
+    python benchmarks/bench_fuzz.py --seeds 2000 --start 2000 --exporters torch.onnx \
+        --flavours torchscript --jsonl a.jsonl         # one shard; every outcome kept as a line
+    python benchmarks/bench_fuzz.py --merge a.jsonl b.jsonl --out FILE   # one table of shards
 
 Each seed runs in both flavours (dynamo=True / dynamo=False), static and dynamic (dim 0), with
 onnxport and with torch.onnx on the same modules, in a worker process per exporter with a
 per-variant timeout. Prints (and with --out writes as markdown) the outcome table: matches,
 typed errors, silent mismatches, ORT-invalid files, untyped exceptions, hangs, clobbered
-folders; then every outcome that is none of the first two, with its seed. The outcomes are
-defined in tests/fuzz/harness.py.
+folders; then every outcome that fails the suite, with its seed. The outcomes are defined in
+tests/fuzz/harness.py ("runtime rounding": ONNX Runtime differs from eager but
+onnx.reference, run on the same file, matches eager).
+
+A run can be split in shards (by seeds, exporter or flavour) that each append their outcomes
+to a JSON-lines file (`--jsonl`); `--merge` prints one table of several such files, with the
+seed range each (exporter, flavour) covers.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import datetime
+import json
 import os
 import sys
 import time
@@ -24,6 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from tests.fuzz.harness import (  # noqa: E402
+    ACCEPTED,
     EXPORTERS,
     FLAVOURS,
     OUTCOMES,
@@ -32,35 +43,58 @@ from tests.fuzz.harness import (  # noqa: E402
     Worker,
 )
 
-_TITLES = {"match": "matches", "typed": "typed errors", "mismatch": "silent mismatch",
+_TITLES = {"match": "matches", "typed": "typed errors", "runtime_rounding": "runtime rounding",
+           "mismatch": "silent mismatch",
            "ort_invalid": "ORT-invalid", "untyped": "untyped", "hang": "hang",
            "clobbered": "clobbered"}
+
+
+def _ranges(seeds: set[int]) -> str:
+    """'2000-2399, 2500' for a set of seeds."""
+    spans: list[list[int]] = []
+    for s in sorted(seeds):
+        if spans and s == spans[-1][1] + 1:
+            spans[-1][1] = s
+        else:
+            spans.append([s, s])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def table(results: list[Outcome], seeds: int, seconds: float) -> str:
     counts: dict[tuple[str, str], collections.Counter[str]] = collections.defaultdict(
         collections.Counter)
-    skipped = collections.Counter()
+    covered: dict[tuple[str, str], set[int]] = collections.defaultdict(set)
+    skipped: dict[str, set[int]] = collections.defaultdict(set)
     for r in results:
+        covered[(r.exporter, r.flavour)].add(r.seed)
         if r.outcome == "skip":
-            skipped[r.exporter] += 1
+            skipped[r.exporter].add(r.seed)
             continue
         counts[(r.exporter, r.flavour)][r.outcome] += 1
-        counts[(r.exporter, "all")][r.outcome] += 1
+    for (exporter, _), c in list(counts.items()):
+        counts[(exporter, "all")] += c
     lines = [f"{seeds} seeds; each exported static and dynamic (dim 0) per flavour "
              f"({seconds / 60:.1f} min). Skipped (eager model fails): "
-             f"{skipped['onnxport'] // 4 if skipped else 0} seeds.", "",
-             "| exporter | flavour | cases | " + " | ".join(_TITLES[o] for o in OUTCOMES) + " |",
-             "| --- | --- | ---: | " + " | ".join("---:" for _ in OUTCOMES) + " |"]
+             f"{max((len(v) for v in skipped.values()), default=0)} seeds.", "",
+             "| exporter | flavour | seeds | cases | "
+             + " | ".join(_TITLES[o] for o in OUTCOMES) + " |",
+             "| --- | --- | --- | ---: | " + " | ".join("---:" for _ in OUTCOMES) + " |"]
     for exporter in EXPORTERS:
-        for flavour in (*FLAVOURS, "all"):
-            c = counts.get((exporter, flavour))
-            if not c:
-                continue
+        flavours = [f for f in FLAVOURS if counts.get((exporter, f))]
+        for flavour in (*flavours, "all") if len(flavours) > 1 else flavours:
+            c = counts[(exporter, flavour)]
             total = sum(c.values())
-            lines.append(f"| {exporter} | {flavour} | {total} | "
+            seen = covered[(exporter, flavour)] if flavour != "all" else set.union(
+                *(covered[(exporter, f)] for f in flavours))
+            lines.append(f"| {exporter} | {flavour} | {_ranges(seen)} | {total} | "
                          + " | ".join(str(c[o]) for o in OUTCOMES) + " |")
-    bad = [r for r in results if r.outcome not in ("match", "typed", "skip")]
+    bad = [r for r in results if r.outcome not in (*ACCEPTED, "skip")]
+    rounding = [r for r in results if r.outcome == "runtime_rounding"]
+    if rounding:
+        lines += ["", "Runtime rounding (ORT differs from eager; onnx.reference on the same file "
+                  "matches eager):", ""]
+        for r in sorted(rounding, key=lambda r: (r.exporter, r.seed)):
+            lines.append(f"* seed {r.seed} {r.variant}: {' '.join(r.detail.split())[:240]}")
     if bad:
         lines += ["", "Outcomes that fail the suite:", ""]
         for r in sorted(bad, key=lambda r: (r.exporter, r.outcome, r.seed)):
@@ -84,24 +118,37 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=None,
                         help="stop starting new seeds after this many minutes")
     parser.add_argument("--exporters", default=",".join(EXPORTERS))
+    parser.add_argument("--flavours", default=",".join(FLAVOURS))
+    parser.add_argument("--jsonl", default=None,
+                        help="append every outcome to this JSON-lines file as it comes")
+    parser.add_argument("--merge", nargs="+", default=None, metavar="JSONL",
+                        help="print (and with --out write) one table of these files")
     parser.add_argument("--out", default=None, help="write the markdown table here")
     ns = parser.parse_args()
+    if ns.merge:
+        merge(ns.merge, ns.out)
+        return
     exporters = tuple(ns.exporters.split(","))
+    flavours = tuple(ns.flavours.split(","))
     seeds = [ns.only] if ns.only is not None else list(range(ns.start, ns.start + ns.seeds))
     workers = {e: Worker(timeout=ns.timeout) for e in exporters}
     results: list[Outcome] = []
     start = time.perf_counter()
     done = 0
+    sink = open(ns.jsonl, "a", encoding="utf-8") if ns.jsonl else None
     try:
         for seed in seeds:
             if ns.budget and time.perf_counter() - start > ns.budget * 60:
                 break
             for exporter in exporters:
-                for flavour in FLAVOURS:
+                for flavour in flavours:
                     for shapes in SHAPES:
                         r = workers[exporter].run(seed, (exporter, flavour, shapes))
                         results.append(r)
-                        if ns.only is not None or r.outcome not in ("match", "typed", "skip"):
+                        if sink is not None:
+                            sink.write(json.dumps(dataclasses.asdict(r)) + "\n")
+                            sink.flush()
+                        if ns.only is not None or r.outcome not in (*ACCEPTED, "skip"):
                             print(f"seed {seed} {r.variant}: {r.outcome} ({r.seconds:.1f}s) "
                                   f"{r.detail[:300]}", flush=True)
             done += 1
@@ -111,6 +158,8 @@ def main() -> None:
     finally:
         for w in workers.values():
             w.close()
+        if sink is not None:
+            sink.close()
     if ns.only is not None:
         from tests.fuzz.generator import generate
 
@@ -123,6 +172,28 @@ def main() -> None:
                   f"{f' --budget {ns.budget:g}' if ns.budget else ''}`\n\n")
         with open(ns.out, "w", encoding="utf-8") as fh:
             fh.write(header + text + "\n")
+
+
+def merge(paths: list[str], out: str | None) -> None:
+    """One table of the outcomes in JSON-lines files (a later line for the same variant wins)."""
+    by_key: dict[tuple[int, str, str, str], Outcome] = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    r = Outcome(**json.loads(line))
+                    by_key[(r.seed, r.exporter, r.flavour, r.shapes)] = r
+    results = sorted(by_key.values(), key=lambda r: (r.seed, r.exporter, r.flavour, r.shapes))
+    seconds = sum(r.seconds for r in results)
+    text = table(results, len({r.seed for r in results}), seconds)
+    text = text.replace(f"({seconds / 60:.1f} min)", f"({seconds / 60:.1f} min of export and "
+                        "check time summed over the shards)", 1)
+    print(text)
+    if out:
+        with open(out, "w", encoding="utf-8") as fh:
+            fh.write(f"# Fuzz outcomes, {datetime.date.today().isoformat()}\n\n"
+                     f"`python benchmarks/bench_fuzz.py --merge {' '.join(paths)}`\n\n"
+                     + text + "\n")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,10 @@ fake-quantized model itself), torchao weight-only `int8_weight_only` (Int8Weight
 opset 18) and `int4_weight_only` (IntxWeightOnlyConfig int4, group 32; 16 on the small MLP; opset 21), the latter
 also as `int4_wo+ort_target` (onnxport `target="onnxruntime"`: MatMulNBits, accuracy level
 0, exact) and `int4_wo+nbits_acc4` (FuseMatMulNBitsPass(accuracy_level=4): ORT quantizes the
-activations to int8 per block, faster, not exact). torch.onnx exports the same model at the
+activations to int8 per block, faster, not exact), `torchao_qat` (QATConfig prepare, eval: int8
+per-token asymmetric activations + int4 weights per group of 32, 16 on the small MLP; opset 21;
+the default target: weights INT4 + blocked DequantizeLinear, activations torchao's arithmetic)
+and `torchao_qat+ort_target` (QDQ activations, MatMulNBits). torch.onnx exports the same model at the
 same opset in every row of a flow. onnxport's PT2E and QAT rows (every flow but `float` and
 the weight-only ones) are exported with `target="onnxruntime"`, whose Uint8WeightsPass stores
 the int8 weights as uint8 so ORT's fused kernels are its exact U8U8 ones on AVX2 CPUs without
@@ -56,12 +59,12 @@ KERNELS = ("QLinearConv", "QLinearMatMul", "QGemm", "MatMulInteger", "MatMulInte
 
 def bert():
     from tests.quantization.test_transformers import bert as make
-    return make(), (torch.randint(0, 99, (2, 8)),)
+    return make(intermediate_size=64), (torch.randint(0, 99, (2, 8)),)
 
 
 def llama():
     from tests.quantization.test_transformers import llama as make
-    return make(), (torch.randint(0, 99, (2, 8)),)
+    return make(intermediate_size=64), (torch.randint(0, 99, (2, 8)),)
 
 
 def mlp_large():
@@ -74,12 +77,13 @@ MODELS = {"cnn": h.cnn, "mlp": h.mlp, "mlp_large": mlp_large, "bert": bert, "lla
 FLOWS = {
     "cnn": ["float", "x86", "xnnpack_per_channel", "x86_dynamic"],
     "mlp": ["float", "x86", "xnnpack_per_channel", "x86_dynamic", "xnnpack_dynamic",
-            "xnnpack_qat", "int8_weight_only", "int4_weight_only", "int4_wo+ort_target"],
+            "xnnpack_qat", "int8_weight_only", "int4_weight_only", "int4_wo+ort_target",
+            "torchao_qat", "torchao_qat+ort_target"],
     "mlp_large": ["float", "x86", "xnnpack_per_channel", "x86_dynamic", "xnnpack_qat",
                   "int8_weight_only", "int4_weight_only", "int4_wo+ort_target",
-                  "int4_wo+nbits_acc4"],
-    "bert": ["float", "xnnpack_per_channel"],
-    "llama": ["float", "x86"],
+                  "int4_wo+nbits_acc4", "torchao_qat", "torchao_qat+ort_target"],
+    "bert": ["float", "xnnpack_per_channel", "torchao_qat", "torchao_qat+ort_target"],
+    "llama": ["float", "x86", "torchao_qat", "torchao_qat+ort_target"],
 }
 
 
@@ -100,6 +104,14 @@ def quantize(name: str, flow: str):
         return model, example, 18
     if flow == "xnnpack_qat":
         return qat(model, example), example, 18
+    if flow.startswith("torchao_qat"):
+        from torchao.quantization import quantize_
+        from torchao.quantization.qat import IntxFakeQuantizeConfig, QATConfig
+        group = 16 if name == "mlp" else 32  # the MLP's first layer has K = 16
+        quantize_(model, QATConfig(
+            activation_config=IntxFakeQuantizeConfig(torch.int8, "per_token", is_symmetric=False),
+            weight_config=IntxFakeQuantizeConfig(torch.int4, group_size=group), step="prepare"))
+        return model.eval(), example, 21
     ints = name in ("bert", "llama")
     calibrate = (lambda: [torch.randint(0, 99, (2, 8))]) if ints else None
     return h.pt2e(model, example, flow, calibrate=calibrate), example, 18
@@ -156,7 +168,8 @@ def measure(proto: onnx.ModelProto, example, repeat: int) -> tuple[int, float, s
 
 def export(exporter: str, model, example, flow: str, opset: int) -> onnx.ModelProto:
     if exporter == "onnxport":
-        pt2e = flow not in ("float", "int8_weight_only", "int4_weight_only", "int4_wo+nbits_acc4")
+        pt2e = flow not in ("float", "int8_weight_only", "int4_weight_only", "int4_wo+nbits_acc4",
+                            "torchao_qat")
         target = "onnxruntime" if flow.endswith("+ort_target") or pt2e else "onnx"
         prog = onnxport.export(model, example, opset_version=opset, target=target)
         if flow.endswith("+nbits_acc4"):

@@ -109,6 +109,30 @@ def convnext() -> Any:
         hidden_sizes=[16, 32], depths=[1, 1], num_stages=2, num_labels=4))
 
 
+# DETR and SegFormer get a wider weight init than their defaults (0.02): with it their logits
+# and boxes are O(1) instead of O(1e-3), so a 1e-4 tolerance means something.
+
+
+def detr() -> Any:
+    """DETR with transformers' own ResNet backbone (no timm, no pretrained download)."""
+    tf = _tf()
+    backbone = tf.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
+                               out_features=["stage2"])
+    return tf.DetrForObjectDetection(tf.DetrConfig(
+        use_timm_backbone=False, use_pretrained_backbone=False, backbone=None,
+        backbone_config=backbone, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, num_queries=6, num_labels=3, init_std=0.2))
+
+
+def segformer() -> Any:
+    tf = _tf()
+    return tf.SegformerForSemanticSegmentation(tf.SegformerConfig(
+        num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16],
+        num_attention_heads=[1, 2], patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2],
+        decoder_hidden_size=16, num_labels=3, initializer_range=0.2))
+
+
 def t5() -> Any:
     tf = _tf()
     return tf.T5ForConditionalGeneration(tf.T5Config(
@@ -159,6 +183,7 @@ def clip() -> Any:
 DECODERS = ["llama", "qwen2", "mistral", "phi3", "gemma", "gpt2", "falcon"]
 ENCODERS = ["bert", "roberta", "distilbert", "deberta_v2"]
 VISION = ["vit", "convnext"]
+DENSE_VISION = ["detr", "segformer"]  # object-detection, semantic-segmentation
 SEQ2SEQ = ["t5", "bart", "whisper"]
 OTHER = ["wav2vec2", "clip"]
 
@@ -176,6 +201,8 @@ CHECKPOINTS: dict[str, tuple[Callable[[], Any], str]] = {
     "deberta_v2": (deberta_v2, "token-classification"),
     "vit": (vit, "image-classification"),
     "convnext": (convnext, "image-classification"),
+    "detr": (detr, "object-detection"),
+    "segformer": (segformer, "semantic-segmentation"),
     "t5": (t5, "text2text-generation-with-past"),
     "bart": (bart, "text2text-generation-with-past"),
     "whisper": (whisper, "automatic-speech-recognition"),

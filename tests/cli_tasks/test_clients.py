@@ -116,6 +116,44 @@ def test_seq2seq_generates_like_eager(name: str, exported: Any, checkpoints: Any
     np.testing.assert_array_equal(got["tokens"], expected)
 
 
+def test_object_detection_in_onnxruntime(exported: Any, checkpoints: Any) -> None:
+    """optimum-onnx 0.1 has no ORTModel class for object-detection (no
+    ORTModelForObjectDetection): the DETR folder's model.onnx runs in ONNX Runtime itself, at
+    a size and batch it was not exported with."""
+    import onnxruntime
+
+    out = _folder("detr", exported)
+    model = _eager(checkpoints("detr"), "AutoModelForObjectDetection")
+    torch.manual_seed(4)
+    pixels = torch.rand(3, 3, 72, 56)
+    with torch.no_grad():
+        expected = model(pixel_values=pixels)
+    session = onnxruntime.InferenceSession(str(out / "model.onnx"),
+                                           providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    got = dict(zip(names, session.run(None, {"pixel_values": pixels.numpy()})))
+    assert names == ["logits", "pred_boxes"]
+    for field in names:
+        np.testing.assert_allclose(got[field], getattr(expected, field).numpy(), rtol=0,
+                                   atol=ATOL)
+    assert expected.logits.abs().max() > 0.1 and expected.pred_boxes.std() > 0.01
+
+
+def test_semantic_segmentation_like_eager(exported: Any, checkpoints: Any,
+                                          run_client: Any) -> None:
+    out = _folder("segformer", exported)
+    model = _eager(checkpoints("segformer"), "AutoModelForSemanticSegmentation")
+    torch.manual_seed(5)
+    pixels = torch.rand(2, 3, 72, 56)
+    with torch.no_grad():
+        expected = model(pixel_values=pixels).logits.numpy()
+    got = run_client("optimum", out, "semantic-segmentation", {"pixel_values": pixels.numpy()})
+    assert str(got["class"]) == "ORTModelForSemanticSegmentation"
+    assert got["logits"].shape == expected.shape == (2, 3, 18, 14)
+    np.testing.assert_allclose(got["logits"], expected, rtol=0, atol=ATOL)
+    assert np.abs(expected).max() > 0.1
+
+
 def test_audio_classification_like_eager(exported: Any, checkpoints: Any,
                                          run_client: Any) -> None:
     out = _folder("wav2vec2", exported)

@@ -56,10 +56,48 @@ def test_non_empty_output_dir(checkpoints: Any, tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "OutputDirError" in proc.stderr and "--overwrite" in proc.stderr
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]  # no staging
     proc = run_cli("export", "--model", str(checkpoints("bert")), "--overwrite",
                    "--no-validate", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.onnx"]
+
+
+def test_unreadable_config(tmp_path: Path) -> None:
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "config.json").write_text('{"model_type": "bert", ')
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", str(tmp_path / "ck"), str(out))
+    assert proc.returncode == 1
+    assert "CheckpointError: cannot read" in proc.stderr and "config.json" in proc.stderr
+    _no_leftovers(out)
+
+
+class _Unsafe:
+    """Unpickling this would touch a file: torch.load(weights_only=True) must refuse it."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> Any:
+        return (Path.touch, (self.marker,))
+
+
+def test_pickle_needing_unsafe_unpickle(checkpoints: Any, tmp_path: Path) -> None:
+    import torch
+
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    shutil.copy(checkpoints("bert") / "config.json", ck / "config.json")
+    marker = tmp_path / "unpickled"
+    torch.save({"bert.embeddings.word_embeddings.weight": _Unsafe(marker)},
+               ck / "pytorch_model.bin")
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", str(ck), str(out))
+    assert proc.returncode == 1
+    assert "WeightsError" in proc.stderr and "pytorch_model.bin" in proc.stderr
+    assert not marker.exists()  # nothing was unpickled unsafely
+    _no_leftovers(out)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "missing"])
@@ -78,6 +116,20 @@ def test_unreadable_weights(checkpoints: Any, tmp_path: Path, damage: str) -> No
     assert proc.returncode == 1
     assert "WeightsError" in proc.stderr
     assert ("model.safetensors" in proc.stderr) or ("holds no weights" in proc.stderr)
+    _no_leftovers(out)
+
+
+def test_bfloat16_cannot_run_in_onnxruntime_cpu(checkpoints: Any, tmp_path: Path) -> None:
+    """ORT's CPU provider has no bfloat16 MatMul: validation cannot run, and the CLI says so
+    with a typed error naming the way out (--no-validate, or another dtype)."""
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", str(checkpoints("bert")), "--dtype", "bfloat16",
+                   str(out))
+    assert proc.returncode == 1
+    assert "UnsupportedDtypeError: ONNX Runtime's CPU provider cannot run model.onnx in " \
+           "bfloat16" in proc.stderr
+    assert "MatMul" in proc.stderr and "--no-validate" in proc.stderr
+    assert "Traceback" not in proc.stderr
     _no_leftovers(out)
 
 

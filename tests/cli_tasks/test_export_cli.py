@@ -12,7 +12,7 @@ from typing import Any
 import onnx
 import pytest
 
-from tests.cli_tasks.checkpoints import CHECKPOINTS, DECODERS, ENCODERS, VISION
+from tests.cli_tasks.checkpoints import CHECKPOINTS, DECODERS, DENSE_VISION, ENCODERS, VISION
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -80,6 +80,23 @@ def test_vision(name: str, exported: Any) -> None:
     assert dims["logits"] == ["batch_size", "4"]
 
 
+@pytest.mark.parametrize("name", DENSE_VISION)
+def test_detection_and_segmentation(name: str, exported: Any) -> None:
+    """DETR (object-detection), SegFormer (semantic-segmentation): optimum's names, any size."""
+    out, proc = _check_run(name, exported)
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.onnx"]
+    dims = _dims(out / "model.onnx")
+    assert dims["pixel_values"] == ["batch_size", "3", "height", "width"]
+    if name == "detr":  # 6 queries, 3 labels + "no object"
+        assert dims["logits"] == ["batch_size", "6", "4"]
+        assert dims["pred_boxes"] == ["batch_size", "6", "4"]
+    else:  # 3 labels at a quarter of the image size
+        assert list(dims) == ["pixel_values", "logits"]
+        assert dims["logits"][:2] == ["batch_size", "3"]
+        assert "height" in dims["logits"][2] and "width" in dims["logits"][3]
+    assert "height=96,width=80" in proc.stdout  # validated at a second, non-square size
+
+
 def test_other_task_on_the_same_checkpoint(checkpoints: Any, tmp_path: Any) -> None:
     """--task picks another head of the same architecture (BERT: token-classification)."""
     from tests.cli_tasks.conftest import run_cli
@@ -110,3 +127,39 @@ def test_seq2seq(name: str, exported: Any) -> None:
         assert _dims(out / "encoder_model.onnx")["input_ids"] == ["batch_size",
                                                                   "encoder_sequence_length"]
         assert past["past_key_values.1.encoder.key"][2] == "encoder_sequence_length"
+
+
+@pytest.fixture(scope="module")
+def bert_float16(checkpoints: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One run serves the --dtype float16 and --report tests (exports are the slow part)."""
+    from tests.cli_tasks.conftest import run_cli
+
+    out = tmp_path_factory.mktemp("fp16") / "bert-fp16"
+    return out, run_cli("export", "--model", str(checkpoints("bert")), "--dtype", "float16",
+                        "--report", str(out))
+
+
+def test_dtype_float16(bert_float16: Any) -> None:
+    """float16: every float weight is float16, validated at the float16 tolerance (1e-2)."""
+    out, proc = bert_float16
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("model.onnx")]
+    assert len(rows) == 2 and all(line.split()[-2:] == ["1e-02", "ok"] for line in rows), \
+        proc.stdout
+    model = onnx.load(str(out / "model.onnx"))
+    floats = [i for i in model.graph.initializer
+              if i.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
+                                 onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16)]
+    assert floats and all(i.data_type == onnx.TensorProto.FLOAT16 for i in floats)
+    assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+
+
+def test_report_written_into_output_dir(bert_float16: Any) -> None:
+    out, proc = bert_float16
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reports = sorted(out.glob("onnxport_report_*_success.md"))
+    assert len(reports) == 1, sorted(p.name for p in out.iterdir())
+    assert reports[0].name in proc.stdout  # listed among the files written
+    text = reports[0].read_text()
+    assert text.startswith("# onnxport export report") and "- result: success" in text
+    assert "## ONNX model" in text and "## Timings" in text

@@ -180,6 +180,120 @@ def test_write_through_index() -> None:
     _compare(Setter(), (torch.randn(3, 4),))
 
 
+# In-place ops and the views that share their memory (fuzz seeds 109, 320, 2158): each case
+# returns the mutated tensors, so a write that misses one of its aliases changes an output.
+def _base_seen_by_an_earlier_view(x: torch.Tensor) -> Any:
+    y = x.abs()
+    v = y[..., ::2]
+    y.clamp_(0, 0.5)  # seed 2158: v, taken before the write, sees it
+    return v.flatten(1)
+
+
+def _write_through_flatten(x: torch.Tensor) -> Any:
+    y = x * 2
+    f = y.flatten(1)
+    f[:, 0] = 0  # seed 109: a write through select of flatten reaches y
+    return y, f
+
+
+def _write_into_base_of_flatten_and_narrow(x: torch.Tensor) -> Any:
+    y = torch.nn.functional.gelu(x)
+    n = y.flatten(1).narrow(1, 1, y.shape[1] * y.shape[2] - 1)
+    y.mul_(-1.25)  # seed 320: the views made before see it
+    return n.flatten(1), y.mean(1)
+
+
+def _write_through_transpose_and_permute(x: torch.Tensor) -> Any:
+    y = x * 2
+    y.transpose(1, 2).add_(1)
+    t = y.permute(2, 0, 1)
+    t[0] = 5
+    return y, t
+
+
+def _reshape_that_copies(x: torch.Tensor) -> Any:
+    y = (x * 2).transpose(1, 2)
+    r = y.reshape(2, -1)  # not viewable with y's strides: a copy, the write stays in r
+    r.add_(1)
+    return y, r
+
+
+def _write_through_split_unbind_chunk(x: torch.Tensor) -> Any:
+    y = x * 2
+    a, _ = y.split(3, 2)
+    a.mul_(3)
+    y.unbind(1)[0].mul_(-1)
+    y.chunk(2, 2)[1].add_(1)
+    return y
+
+
+def _write_through_diagonal_and_chain(x: torch.Tensor) -> Any:
+    y = x * 2
+    y.diagonal(0, 1, 2).mul_(3)
+    v = y.view(6, 4)
+    y.add_(1)
+    w = v.unsqueeze(0)
+    w.mul_(2)
+    y[:, 1][:, 1:3].zero_()
+    return y, v, w
+
+
+def _same_dtype_to_and_contiguous(x: torch.Tensor) -> Any:
+    y = x * 2
+    y.to(torch.float32).add_(1)
+    y.contiguous().add_(1)
+    w = y.transpose(0, 1).contiguous()  # a copy
+    w.add_(1)
+    return y, w
+
+
+@pytest.mark.parametrize("fn", [
+    _base_seen_by_an_earlier_view, _write_through_flatten,
+    _write_into_base_of_flatten_and_narrow, _write_through_transpose_and_permute,
+    _reshape_that_copies, _write_through_split_unbind_chunk, _write_through_diagonal_and_chain,
+    _same_dtype_to_and_contiguous])
+def test_inplace_ops_reach_every_alias(fn: Any) -> None:
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> Any:
+            return fn(x)
+
+    x = torch.randn(2, 3, 4)
+    _compare(Model(), (x,), eager=lambda t: fn(t.clone()))
+
+
+def _setitem_on_a_dynamic_batch(x: torch.Tensor) -> Any:
+    y = x * 2
+    f = y.flatten(1)
+    f[:, 0] = 0  # traced as a slice of all of dim 0, then select
+    y[:, 1][:, 1:3].zero_()
+    return y, f
+
+
+@pytest.mark.parametrize("fn", [_setitem_on_a_dynamic_batch, _base_seen_by_an_earlier_view,
+                                _write_through_split_unbind_chunk])
+def test_inplace_ops_reach_every_alias_with_a_dynamic_batch(fn: Any) -> None:
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> Any:
+            return fn(x)
+
+    proto = _export(Model(), (torch.randn(2, 3, 4),), input_names=["x"],
+                    dynamic_axes={"x": {0: "batch"}})
+    x = torch.randn(3, 3, 4)
+    for actual, expected in zip(_run(proto, x), flatten_outputs(fn(x.clone()))):
+        torch.testing.assert_close(actual, expected)
+
+
+def test_inplace_write_into_a_view_it_cannot_invert_is_a_typed_error() -> None:
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x * 2
+            y.movedim(1, 2).add_(1)
+            return y
+
+    with pytest.raises(onnxport.errors.TranslationError, match=r"aten::add_.*aten::movedim"):
+        _export(Model(), (torch.randn(2, 3, 4),))
+
+
 def test_args_forms() -> None:
     class TwoInputs(torch.nn.Module):
         def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, scale: float = 2.0,

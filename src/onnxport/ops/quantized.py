@@ -654,15 +654,14 @@ def choose_qparams_affine(g: GraphBuilder, input: Tensor, mapping_type: str,
                           keepdim: bool = False) -> tuple[Tensor, Tensor]:
     """choose_qparams_affine(Tensor? input, str mapping_type, SymInt[] block_size, ScalarType target_dtype, Scalar? quant_min=None, Scalar? quant_max=None, float? eps=None, ScalarType? scale_dtype=None, ScalarType? zero_point_dtype=None, bool keepdim=False) -> (Tensor, Tensor)
 
-    torchao's QAT weight fake quantizers (IntxFakeQuantizeConfig) choose their scale from the
-    weight on every call: for a constant weight the eager op runs here and its scale and
-    zero point become constants (the fake quantization arithmetic that follows is then
-    constant too). Activations (a computed input) are not supported."""
+    torchao's QAT fake quantizers (IntxFakeQuantizeConfig) choose their scale on every call.
+    For a constant (a weight) the eager op runs here and its scale and zero point become
+    constants. For a computed tensor (per-token activations) the graph computes them with
+    torchao's formula, op for op (`_choose_qparams_graph`)."""
     data = _constant(input)
     if data is None or not isinstance(input, ir.Value) or input.is_graph_input():
-        raise TranslationError("torchao.choose_qparams_affine of a computed tensor (torchao QAT "
-                               "activation fake quantization) has no translation; convert the "
-                               "QAT model (QATConfig(step='convert')) before exporting")
+        return _choose_qparams_graph(g, input, mapping_type, list(block_size), target_dtype,
+                                     quant_min, quant_max, eps, keepdim)
     from torchao.quantization.quant_primitives import choose_qparams_affine as eager
 
     from torchao.quantization.quant_primitives import MappingType
@@ -677,3 +676,98 @@ def choose_qparams_affine(g: GraphBuilder, input: Tensor, mapping_type: str,
                               keepdim=keepdim)
     return (g.const(scale.detach().numpy(), _dtypes.to_ir(scale.dtype)),
             g.const(zero_point.detach().numpy(), _dtypes.to_ir(zero_point.dtype)))
+
+
+def _qvalue_bounds(dtype: torch.dtype, quant_min: Any, quant_max: Any) -> tuple[int, int]:
+    """torchao's default [quant_min, quant_max] of `dtype` (int1..int7 and uint1..uint7 too)."""
+    name = str(dtype).rsplit(".", 1)[-1]
+    bits = name.lstrip("uint")
+    if name.startswith(("int", "uint")) and bits.isdigit() and int(bits) < 8:
+        b = int(bits)
+        lo, hi = (0, 2 ** b - 1) if name.startswith("uint") else (-(2 ** (b - 1)), 2 ** (b - 1) - 1)
+    elif not dtype.is_floating_point and dtype != torch.bool:
+        lo, hi = _dtype_range(dtype)
+    else:
+        raise TranslationError(f"choose_qparams_affine of a computed tensor to {dtype}: only "
+                               f"integer target dtypes have a translation")
+    lo = lo if quant_min is None else int(quant_min)
+    hi = hi if quant_max is None else int(quant_max)
+    return lo, hi
+
+
+def _reduction_layout(shape: list[Any], block_size: list[int]
+                      ) -> tuple[list[int] | None, list[int]]:
+    """torchao's `_get_reduction_params`: (the shape to view the input as, None when no block
+    splits an axis; the axes reduced in that view)."""
+    view: list[int] = []
+    axes: list[int] = []
+    split = False
+    for n, b in zip(shape, block_size):
+        b = int(b)
+        if b != 1 and not isinstance(n, int):
+            raise TranslationError(f"choose_qparams_affine with block size {b} on a dynamic "
+                                   f"axis: the blocks need a static size")
+        if b not in (1, n):
+            if n % b:
+                raise TranslationError(f"choose_qparams_affine: axis of size {n} is not a "
+                                       f"multiple of its block size {b}")
+            view += [n // b, b]
+            axes.append(len(view) - 1)
+            split = True
+        else:
+            if b != 1:
+                axes.append(len(view))
+            view.append(n if isinstance(n, int) else -1)
+    return (view if split else None), axes
+
+
+def _choose_qparams_graph(g: GraphBuilder, x: Tensor, mapping_type: str, block_size: list[int],
+                          target_dtype: torch.dtype, quant_min: Any, quant_max: Any, eps: Any,
+                          keepdim: bool) -> tuple[Tensor, Tensor]:
+    """torchao's `_choose_qparams_affine` on a computed float32 tensor, in eager's order of
+    float32 ops (min/max against 0, the division by the float range, the eps floor,
+    `qmin - round(min / scale)`, the clamp), so the scale and zero point are eager's bit for
+    bit. float16/bfloat16 inputs are refused: eager divides them by a scalar through its
+    reciprocal in float32, which this does not reproduce."""
+    if x.dtype != _F32 or x.shape is None:
+        raise TranslationError(f"choose_qparams_affine of a computed {x.dtype} tensor: only "
+                               f"float32 inputs of known rank have a translation")
+    if len(block_size) != len(x.shape):
+        raise TranslationError(f"choose_qparams_affine: block_size {block_size} does not match "
+                               f"the input's rank {len(x.shape)}")
+    qmin, qmax = _qvalue_bounds(target_dtype, quant_min, quant_max)
+    if eps is None:
+        eps = float(torch.finfo(torch.float32).smallest_normal)
+
+    def f32(value: float) -> Tensor:
+        return g.const(np.float32(value), _F32)
+
+    view, axes = _reduction_layout(list(x.shape), block_size)
+    xv = x if view is None else g.op("Reshape", x, g.const(np.asarray(view, np.int64)))
+    keep = 1 if keepdim or view is not None else 0
+    # torch.amin(x, dim=[]) reduces every axis (blocks of one element included)
+    reduce_args = [g.const(np.asarray(axes, np.int64))] if axes else []
+    lo = g.op("Min", g.op("ReduceMin", xv, *reduce_args, keepdims=keep), f32(0))
+    hi = g.op("Max", g.op("ReduceMax", xv, *reduce_args, keepdims=keep), f32(0))
+    if mapping_type in ("SYMMETRIC", "SYMMETRIC_NO_CLIPPING_ERR"):
+        if mapping_type == "SYMMETRIC":
+            scale = g.op("Div", g.op("Max", g.op("Neg", lo), hi), f32((qmax - qmin) / 2))
+        else:
+            smin, smax = g.op("Div", lo, f32(qmin)), g.op("Div", hi, f32(qmax))
+            scale = g.op("Where", g.op("Greater", smin, smax), smin, smax)
+        zp = g.op("ConstantOfShape", g.op("Shape", scale),
+                  value=ir.tensor(np.asarray([int((qmax + qmin + 1) / 2)], np.float32)))
+        scale = g.op("Max", scale, f32(eps))
+    elif mapping_type == "ASYMMETRIC":
+        scale = g.op("Max", g.op("Div", g.op("Sub", hi, lo), f32(qmax - qmin)), f32(eps))
+        zp = g.op("Sub", f32(qmin), g.op("Round", g.op("Div", lo, scale)))
+        zp = g.op("Clip", zp, f32(qmin), f32(qmax))
+    else:
+        raise TranslationError(f"choose_qparams_affine with mapping type {mapping_type!r}: "
+                               f"SYMMETRIC, SYMMETRIC_NO_CLIPPING_ERR or ASYMMETRIC only")
+    if view is not None:  # back to the [n_i // b_i] layout (keepdim) or the reduced one
+        out_shape = [int(n) // int(b) for n, b in zip(x.shape, block_size)] if keepdim else \
+            [d for i, d in enumerate(view) if i not in axes]
+        shape_c = g.const(np.asarray(out_shape, np.int64))
+        scale, zp = g.op("Reshape", scale, shape_c), g.op("Reshape", zp, shape_c)
+    return g.op("Cast", scale, to=g.out_dtype(0)), g.op("Cast", zp, to=g.out_dtype(1))

@@ -11,6 +11,7 @@ from onnxport.errors import PassError
 from onnxport.passes.fold_constants import FoldConstantsPass
 from onnxport.passes.fuse_attention import FuseAttentionPass
 from onnxport.passes.fuse_dynamic_quant import FuseDynamicQuantMatMulPass
+from onnxport.passes.fuse_fake_quant import FuseFakeQuantPass
 from onnxport.passes.fuse_gelu import FuseGeluPass
 from onnxport.passes.fuse_gemm import FuseGemmPass
 from onnxport.passes.fuse_layer_norm import FuseLayerNormPass
@@ -22,7 +23,7 @@ from onnxport.passes.pretranspose_weights import PretransposeWeightsPass, transp
 
 def fusion_passes() -> list[ir.passes.PassBase]:
     """Every fusion pass, in the order they run (the default list runs those that pay off)."""
-    return [FuseLayerNormPass(), FuseRMSNormPass(), FuseGeluPass(), FuseRotaryPass(), FuseAttentionPass(),
+    return [FuseFakeQuantPass(), FuseLayerNormPass(), FuseRMSNormPass(), FuseGeluPass(), FuseRotaryPass(), FuseAttentionPass(),
             FuseRowsPass(), FuseGemmPass(), FuseDynamicQuantMatMulPass()]
 
 
@@ -36,7 +37,9 @@ def fusion_passes() -> list[ir.passes.PassBase]:
 # ORT runs them as DynamicQuantizeMatMul integer kernels, which it never forms by itself.
 # FuseRotaryPass (RotaryEmbedding, opset >= 23 only): Llama decode -4% and -6% a token at opset 23
 # in two runs of benchmarks/bench_decode.py (docs/benchmarks.md, "LLM decode").
-DEFAULT_FUSIONS = (FuseLayerNormPass, FuseRMSNormPass, FuseGeluPass, FuseRotaryPass, FuseAttentionPass,
+# FuseFakeQuantPass (exact rewrites only): fake-quantized weights as integer initializers +
+# DequantizeLinear, so ORT forms its weight kernels (docs/quantization.md).
+DEFAULT_FUSIONS = (FuseFakeQuantPass, FuseLayerNormPass, FuseRMSNormPass, FuseGeluPass, FuseRotaryPass, FuseAttentionPass,
                    FuseRowsPass, FuseGemmPass, FuseDynamicQuantMatMulPass)
 
 
@@ -103,6 +106,6 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase] | None = No
 
 
 PassFactory = Callable[[], ir.passes.PassBase]
-__all__ = ["FoldConstantsPass", "FuseAttentionPass", "FuseGeluPass", "FuseGemmPass", "FuseLayerNormPass",
+__all__ = ["FoldConstantsPass", "FuseAttentionPass", "FuseFakeQuantPass", "FuseGeluPass", "FuseGemmPass", "FuseLayerNormPass",
            "FuseRMSNormPass", "FuseRotaryPass", "FuseRowsPass", "PretransposeWeightsPass", "cleanup_passes", "default_passes",
            "fusion_passes", "run_passes", "target_passes", "transposed_weights", "TARGETS"]

@@ -10,6 +10,7 @@ __all__ = [
     "TaskError",
     "TaskExportError",
     "UnknownTaskError",
+    "UnsupportedDtypeError",
     "UnsupportedTaskError",
     "ValidationError",
     "WeightsError",
@@ -42,6 +43,12 @@ class OutputDirError(TaskError):
 
 class TaskExportError(TaskError):
     """Capturing or translating one of the task's graphs failed; the cause is chained."""
+
+
+class UnsupportedDtypeError(TaskError):
+    """ONNX Runtime's CPU provider has no kernel for an op of the graph in its dtype
+    (bfloat16 MatMul, for one), so the export cannot be validated; `--no-validate` writes it
+    unvalidated."""
 
 
 class ValidationError(TaskError):

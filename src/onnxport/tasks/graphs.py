@@ -237,15 +237,24 @@ def _decoder(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
 
 _FIXED_SIZE_VISION = ("vit", "deit", "beit")
 
+# The output fields of each vision task (optimum's names).
+_VISION_FIELDS = {
+    "feature-extraction": ["last_hidden_state"],
+    "image-classification": ["logits"],
+    "object-detection": ["logits", "pred_boxes"],  # [batch_size, num_queries, ...]
+    "semantic-segmentation": ["logits"],  # [batch_size, num_labels, height', width']
+}
+
 
 def _vision(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
     config = model.config
     dtype = _float_dtype(model)
-    fields = ["last_hidden_state"] if task == "feature-extraction" else ["logits"]
+    fields = _VISION_FIELDS[task]
     channels = int(getattr(config, "num_channels", 3))
     fixed = config.model_type in _FIXED_SIZE_VISION
     size = int(getattr(config, "image_size", 224) or 224) if fixed else 64
-    size2 = size if fixed else 96
+    # The second shape is not square where height and width are dynamic.
+    size2 = (size, size) if fixed else (96, 80)
     axes = {0: "batch_size"} if fixed else {0: "batch_size", 2: "height", 3: "width"}
 
     def make(shape: Shape) -> Feeds:
@@ -255,7 +264,7 @@ def _vision(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
     return [GraphSpec("model.onnx", VisionModel(model, fields), ["pixel_values"], fields,
                       {"pixel_values": axes}, make,
                       [{"batch_size": batch, "height": size, "width": size},
-                       {"batch_size": batch + 1, "height": size2, "width": size2}])]
+                       {"batch_size": batch + 1, "height": size2[0], "width": size2[1]}])]
 
 
 def _audio(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:

@@ -13,10 +13,19 @@ Bookkeeping follows the FX translator: output dtypes (and shapes, where static) 
 the TorchScript value types, a Cast is inserted where a translation's dtype differs; graph
 inputs take forward's parameter names (or `input_names`), initializers their state_dict
 path, nodes the module path of their scope.
+
+In-place ops keep eager's aliasing: the translator records which values are views of which
+(from the op schemas' alias annotations; reshape/flatten/to/contiguous only when the traced
+strides make them views in eager). An in-place op's result is written back through the views
+it was applied to into their root (scatter for select/slice/narrow/diagonal and elements of
+split/chunk/unbind, the inverse Transpose for permute/transpose, a Reshape for same-order
+views), and every other view of that root is made again from the new values. A write through
+a view it cannot invert (movedim, expand, ...) is a TranslationError naming both ops.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -45,11 +54,28 @@ _META_SOURCE = "pkg.onnxport.source"
 _META_MODULE = "pkg.onnxport.module"
 # ops whose list argument may be an ONNX sequence (built in a loop): ConcatFromSequence's new_axis
 _FROM_SEQUENCE = {torch.ops.aten.cat.default: 0, torch.ops.aten.stack.default: 1}
-# the scatter that writes through a view made by each view op (in-place ops on views)
-_SCATTER_OF = {
-    torch.ops.aten.select.int: torch.ops.aten.select_scatter.default,
-    torch.ops.aten.slice.Tensor: torch.ops.aten.slice_scatter.default,
-}
+# Views whose elements are the viewed tensor's in the same order: a write through one is the
+# new values reshaped to the viewed tensor's shape.
+_SAME_ORDER_VIEWS = frozenset({
+    "aten::view", "aten::reshape", "aten::_reshape_alias", "aten::flatten", "aten::unflatten",
+    "aten::unsqueeze", "aten::squeeze", "aten::view_as", "aten::reshape_as", "aten::alias",
+    "aten::detach", "aten::contiguous", "aten::to", "aten::type_as",
+})
+# Ops whose result is a view of their input only sometimes (else a copy): decided per node from
+# the traced sizes and strides, as eager decides.
+_MAY_COPY = frozenset({"aten::reshape", "aten::flatten", "aten::reshape_as", "aten::contiguous",
+                       "aten::to", "aten::type_as"})
+
+
+@dataclasses.dataclass(slots=True)
+class _ViewOf:
+    """A TorchScript value that shares memory with `base`: made by view op `node` (None: the
+    output of an in-place op, the same tensor as its input)."""
+
+    base: torch._C.Value
+    node: torch._C.Node | None
+    # For an element of a Tensor[] of views (split, chunk, unbind, ...): its position.
+    index: int | None = None
 
 
 class TorchScriptTranslator:
@@ -91,8 +117,12 @@ class TorchScriptTranslator:
         self._appended_ranks: dict[int, int] = {}
         # Example sizes of values whose dims are unknown (script graphs): for meta inference.
         self._hints: dict[int, list[int]] = {}
-        # Values made by select/slice: (viewed value, view op, its arguments after self).
-        self._views: dict[int, tuple[torch._C.Value, Any, list[Any]]] = {}
+        # Aliasing, as eager has it: each value that is a view of another (by unique id), and
+        # per root (a value that is no view) its views in the order they were made. An in-place
+        # op writes its result back through the views it was applied to, into the root, and the
+        # root's other views are made again from the new values.
+        self._alias: dict[int, _ViewOf] = {}
+        self._members: dict[int, list[torch._C.Value]] = {}
         self._bound: set[int] = set()
 
     # -- driver --------------------------------------------------------------------------
@@ -282,7 +312,7 @@ class TorchScriptTranslator:
         return TranslationError(f"{kind}: {error}\n{where}", node=name, target=kind,
                                 module_path=module_path, source=source)
 
-    def _aten(self, node: torch._C.Node) -> None:
+    def _aten(self, node: torch._C.Node, *, remake: bool = False) -> None:
         overload, inplace = _dispatch_overload(node)
         translation = None
         if overload is not None and self.export_type != OperatorExportTypes.ONNX_ATEN:
@@ -313,8 +343,6 @@ class TorchScriptTranslator:
         g.out_dtypes = tuple(d for d, _ in infos)
         g.out_vals = tuple(_OutVal(d, s, True) for d, s in infos)
         result = translation.function(g, *args, **kwargs)
-        if overload in _SCATTER_OF and not inplace:
-            self._views[node.outputsAt(0).unique()] = (node.inputsAt(0), overload, args[1:])
         if outs and outs[0].node().kind() == "prim::ListUnpack":
             # A Tensor[] result: its elements are named and typed after the ListUnpack outputs.
             results = list(result) if isinstance(result, (tuple, list)) else [result]
@@ -327,30 +355,162 @@ class TorchScriptTranslator:
             value = self.env.get(out.unique())
             if hint is not None and isinstance(value, ir.Value):
                 self._hints[id(value)] = hint
+        if remake:
+            return
         if inplace:
-            # Later reads of the mutated tensor see the result; a write through select/slice
-            # views is scattered back into the tensors they view.
-            self._set(node.inputsAt(0), self._get(node.outputsAt(0)))
-            self._write_back(node.inputsAt(0), self._get(node.outputsAt(0)))
+            # The in-place op's output is its input; later reads of the input, of the views
+            # it was taken through and of the other views of the same memory see the result.
+            self._add_view(node.outputsAt(0), _ViewOf(node.inputsAt(0), None))
+            self._write(node.inputsAt(0), self._get(node.outputsAt(0)), node)
+        elif _returns_view(overload) and _is_view_here(node):
+            self._add_view(node.outputsAt(0), _ViewOf(node.inputsAt(0), node))
+        elif overload is not None and str(overload._schema).endswith("-> Tensor(a)[]") and \
+                outs and outs[0].node().kind() == "prim::ListUnpack":
+            for k, out in enumerate(outs):
+                self._add_view(out, _ViewOf(node.inputsAt(0), node, k))
 
-    def _write_back(self, view: torch._C.Value, value: Any) -> None:
-        # A write through another kind of view (view, reshape, ...) updates only that view:
-        # reading the viewed tensor afterwards would not see it.
-        while view.unique() in self._views:
-            base, overload, view_args = self._views[view.unique()]
-            old = self._get(base)
-            scatter = _SCATTER_OF[overload]
+    # -- aliasing ------------------------------------------------------------------------
+    def _root(self, value: torch._C.Value) -> torch._C.Value:
+        while value.unique() in self._alias:
+            value = self._alias[value.unique()].base
+        return value
+
+    def _add_view(self, value: torch._C.Value, view: _ViewOf) -> None:
+        self._alias[value.unique()] = view
+        self._members.setdefault(self._root(view.base).unique(), []).append(value)
+
+    def _write(self, target: torch._C.Value, value: Any, writer: torch._C.Node) -> None:
+        """`target` now holds `value` (the result of in-place op `writer`): write it back through
+        the views `target` was taken through into their root, then remake the root's other
+        views that are read after `writer` (or that such views were taken from)."""
+        self._set(target, value)
+        written = {target.unique()}
+        while target.unique() in self._alias:
+            view = self._alias[target.unique()]
+            value = self._write_through(view, self._get(view.base), value)
+            self._set(view.base, value)
+            target = view.base
+            written.add(target.unique())
+        members = [m for m in self._members.get(target.unique(), [])
+                   if m.unique() not in written]
+        live: set[int] = set()
+        for member in reversed(members):
+            if member.unique() in live or _read_after(member, writer):
+                live.add(member.unique())
+                live.add(self._alias[member.unique()].base.unique())
+        remade: set[torch._C.Node] = set()
+        for member in members:
+            if member.unique() not in live:
+                continue
+            view = self._alias[member.unique()]
+            if view.node is None:
+                self._set(member, self._get(view.base))
+                continue
+            if view.node not in remade:
+                self._aten(view.node, remake=True)
+                remade.add(view.node)
+            if view.index is not None:
+                self._set(member, self._get(view.node.outputsAt(0))[view.index])
+
+    def _write_through(self, view: _ViewOf, base: Any, value: Any) -> Any:
+        """The new values of `base` after `value` was written into its view `view`."""
+        if view.node is None:
+            return value
+        g = self.g
+        kind = view.node.kind()
+        overload, _ = _dispatch_overload(view.node)
+        args, _ = self._bind(view.node, overload, None)
+        if not isinstance(base, ir.Value) or not isinstance(value, ir.Value):
+            raise TranslationError(f"the in-place op writes through the view made by {kind} "
+                                   "into a value that is not a tensor")
+        if value.dtype is not None and base.dtype is not None and value.dtype != base.dtype:
+            value = g.op("Cast", value, to=base.dtype)
+        rank = len(base.shape) if base.shape is not None else None
+        g.out_dtypes = (base.dtype,)
+        g.out_vals = (_OutVal(base.dtype, list(base.shape) if base.shape is not None else None,
+                              True),)
+        if view.index is not None:
+            out = self._write_element(view, base, value, args, overload)
+        elif kind == "aten::slice" and _whole_slice(args):
+            # `y[:, 0] = v` traces a slice of all of dim 0 first: written back as it is.
+            out = value
+        elif kind in _SAME_ORDER_VIEWS:
+            dims = list(base.shape) if base.shape is not None else None
+            if dims is not None and all(isinstance(d, int) for d in dims):
+                shape = g.const(dims, ir.DataType.INT64)
+            else:
+                shape = g.op("Shape", base)
+            out = g.op("Reshape", value, shape)
+        elif kind in ("aten::permute", "aten::transpose", "aten::t") and rank is not None:
+            if kind == "aten::permute":
+                perm = [int(d) % max(rank, 1) for d in args[1]]
+            else:
+                d0, d1 = (args[1], args[2]) if kind == "aten::transpose" else (0, 1)
+                perm = list(range(rank))
+                if rank >= 2:
+                    perm[int(d0) % rank], perm[int(d1) % rank] = int(d1) % rank, int(d0) % rank
+            inverse = [perm.index(i) for i in range(rank)]
+            out = g.op("Transpose", value, perm=inverse)
+        elif kind in ("aten::select", "aten::slice", "aten::narrow", "aten::diagonal"):
+            if kind == "aten::narrow":
+                dim, start, length = args[1], args[2], args[3]
+                if not isinstance(start, int) or not isinstance(length, int):
+                    raise TranslationError("the in-place op writes through aten::narrow with "
+                                           "a start or length known only at run time")
+                scatter, scatter_args = torch.ops.aten.slice_scatter.default, \
+                    [dim, start, start + length, 1]
+            elif kind == "aten::select":
+                scatter, scatter_args = torch.ops.aten.select_scatter.default, args[1:]
+            elif kind == "aten::diagonal":
+                scatter, scatter_args = torch.ops.aten.diagonal_scatter.default, args[1:]
+            else:
+                scatter, scatter_args = torch.ops.aten.slice_scatter.default, args[1:]
             translation = self.registry.lookup(scatter, self.opset)
             if translation is None:
                 raise TranslationError(f"no translation for {scatter} to write through a view")
-            g = self.g
-            g.out_dtypes = (old.dtype,)
-            g.out_vals = (_OutVal(old.dtype, list(old.shape) if old.shape is not None else None,
-                                  True),)
-            value = translation.function(g, old, value, *view_args)
-            value.shape = old.shape
-            self._set(base, value)
-            view = base
+            out = translation.function(g, base, value, *scatter_args)
+        else:
+            raise TranslationError(
+                f"the in-place op writes into a view made by {kind}, which the TorchScript "
+                "flavour cannot write back into the viewed tensor; clone the view before the "
+                "in-place op, or export with dynamo=True")
+        if base.dtype is not None:
+            out.dtype = base.dtype
+        out.shape = base.shape
+        return out
+
+    def _write_element(self, view: _ViewOf, base: ir.Value, value: ir.Value, args: list[Any],
+                       overload: Any) -> ir.Value:
+        """`base` with `value` written at element `view.index` of its split/chunk/unbind."""
+        assert view.node is not None and view.index is not None
+        kind = view.node.kind()
+        named = dict(zip([a.name for a in overload._schema.arguments], args))
+        dim = named.get("dim", 0)
+        rank = len(base.shape) if base.shape is not None else None
+        sizes = self.info(view.base)[1]
+        if not isinstance(dim, int) or rank is None or sizes is None or \
+                sizes[dim % rank] is None:
+            raise TranslationError(f"the in-place op writes into an element of {kind} along a "
+                                   "dim whose size is known only at run time")
+        dim %= rank
+        if kind == "aten::unbind":
+            scatter, scatter_args = torch.ops.aten.select_scatter.default, [dim, view.index]
+        else:
+            # The elements' traced sizes along `dim` give where this one starts.
+            lengths = []
+            for element in _element_outputs(view.node):
+                element_sizes = self.info(element)[1]
+                if element_sizes is None or element_sizes[dim] is None:
+                    raise TranslationError(f"the in-place op writes into an element of {kind} "
+                                           "whose size is known only at run time")
+                lengths.append(int(element_sizes[dim]))
+            start = sum(lengths[:view.index])
+            scatter = torch.ops.aten.slice_scatter.default
+            scatter_args = [dim, start, start + lengths[view.index], 1]
+        translation = self.registry.lookup(scatter, self.opset)
+        if translation is None:
+            raise TranslationError(f"no translation for {scatter} to write through a view")
+        return translation.function(self.g, base, value, *scatter_args)
 
     def info(self, out: torch._C.Value) -> tuple[ir.DataType | None, Any]:
         """(dtype, sizes) of a TorchScript value; sizes with None where a dim is dynamic."""
@@ -513,3 +673,71 @@ class TorchScriptTranslator:
                 value.shape = ir.Shape([ir.SymbolicDim(axes[i]) if i in axes else d
                                         for i, d in enumerate(sizes)])
             g.graph.outputs.append(value)
+
+
+def _read_after(value: torch._C.Value, node: torch._C.Node) -> bool:
+    """Whether a node after `node` (or the graph's return) reads `value`."""
+    for use in value.uses():
+        try:
+            if use.user.isAfter(node):
+                return True
+        except RuntimeError:  # nodes the graph cannot order: count it as read
+            return True
+    return False
+
+
+def _whole_slice(args: list[Any]) -> bool:
+    """Whether aten::slice's bound arguments (self, dim, start, end, step) take all of dim."""
+    start, end, step = (list(args[2:5]) + [None, None, 1])[:3]
+    return start in (None, 0) and (end is None or (isinstance(end, int) and end >= 2**62)) \
+        and step == 1
+
+
+def _returns_view(overload: Any) -> bool:
+    """Whether the op's schema says its one result may share memory with its first argument."""
+    if overload is None:
+        return False
+    schema = overload._schema
+    if len(schema.returns) != 1 or not schema.arguments:
+        return False
+    out, first = schema.returns[0].alias_info, schema.arguments[0].alias_info
+    return out is not None and first is not None and not out.is_write and \
+        bool(set(out.before_set) & set(first.before_set)) and str(schema.returns[0].type) == "Tensor"
+
+
+def _is_view_here(node: torch._C.Node) -> bool:
+    """Whether this node's result is a view of its input in the traced run.
+
+    An op of _MAY_COPY returns a view only when it can: reshape/flatten when the new shape can
+    be expressed with the input's strides (asked of a meta tensor with the traced strides),
+    contiguous/to/type_as when nothing changes. Without traced sizes (scripted graphs) it
+    counts as a copy.
+    """
+    kind = node.kind()
+    if kind not in _MAY_COPY:
+        return True
+    src, out = node.inputsAt(0).type(), node.outputsAt(0).type()
+    if not isinstance(src, torch._C.TensorType) or not isinstance(out, torch._C.TensorType):
+        return False
+    try:
+        sizes, strides = src.sizes(), src.strides()
+        out_sizes, out_strides = out.sizes(), out.strides()
+    except RuntimeError:
+        return False
+    if sizes is None or strides is None or out_sizes is None or None in sizes or \
+            None in strides or None in out_sizes or src.scalarType() != out.scalarType():
+        return False
+    if kind in ("aten::reshape", "aten::flatten", "aten::reshape_as"):
+        try:
+            torch.empty_strided(sizes, strides, device="meta").view(out_sizes)
+        except RuntimeError:
+            return False
+        return True
+    overload = _node_overload(node)
+    names = [a.name for a in overload._schema.arguments] if overload is not None else []
+    if "copy" in names and names.index("copy") < node.inputsSize():
+        flag = node.inputsAt(names.index("copy"))
+        if flag.node().kind() != "prim::Constant" or flag.toIValue():
+            return False
+    return list(sizes) == list(out_sizes) and out_strides is not None and \
+        list(strides) == list(out_strides)

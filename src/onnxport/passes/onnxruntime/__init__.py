@@ -15,13 +15,20 @@ CONTRIB_DOMAIN = "com.microsoft"
 
 def onnxruntime_passes() -> list[ir.passes.PassBase]:
     """The contrib-op passes of the ONNX Runtime target, in order."""
+    from onnxport.passes.onnxruntime.fuse_group_query_attention import FuseGroupQueryAttentionPass
     from onnxport.passes.onnxruntime.fuse_skip_norm import FuseSkipNormPass
     from onnxport.passes.onnxruntime.matmul_nbits import FuseMatMulNBitsPass
     from onnxport.passes.onnxruntime.uint8_weights import Uint8WeightsPass
 
     # Skip*LayerNormalization only where ORT 1.32's CPU kernels measured faster than Add + norm:
     # RMS norms of <= 512 elements (decode steps of small models); see fuse_skip_norm.py.
-    return [FuseSkipNormPass(max_elements=512, layer_norm=False),
+    from onnxport.passes.fuse_fake_quant import FuseFakeQuantPass
+
+    # GroupQueryAttention: decoder attention over a KV cache whose mask is provably causal (and
+    # padding), rotary inside where its positions are the cache's (fuse_group_query_attention.py).
+    return [FuseGroupQueryAttentionPass(),
+            FuseFakeQuantPass(exact=False),  # also x * (1/s) activations: one step at a tie
+            FuseSkipNormPass(max_elements=512, layer_norm=False),
             FuseMatMulNBitsPass(bits=(4,)),  # int4 only: ORT's 8-bit fp32 path is slower (matmul_nbits.py)
             Uint8WeightsPass()]  # int8 weights as uint8: ORT's exact U8U8 kernels (uint8_weights.py)
 
