@@ -101,7 +101,11 @@ class _Eager:
     where: tuple[ir.Value, bool, float] | None = None
 
 
-def _match_eager(softmax: ir.Node) -> _Eager | None:
+def _match_eager(softmax: ir.Node, any_guard: bool = False) -> _Eager | None:
+    """The eager attention ending at `softmax`. The IsNaN/Where after the Softmax (zero rows
+    for fully masked queries) is accepted with a boolean mask only, as `Attention` gives zero
+    rows for those alone; `any_guard` accepts it after an additive mask too (for rewrites that
+    keep it)."""
     axis = softmax.attributes.get("axis")
     if axis is None or axis.as_int() not in (-1, 3):
         return None
@@ -159,7 +163,7 @@ def _match_eager(softmax: ir.Node) -> _Eager | None:
         uses = [u.node for u in probs.uses()]
         isnan = next((n for n in uses if n.op_type == "IsNaN" and not n.domain), None)
         zero = next((n for n in uses if n.op_type == "Where" and not n.domain), None)
-        if not boolean or len(uses) != 2 or isnan is None or zero is None \
+        if not (boolean or any_guard) or len(uses) != 2 or isnan is None or zero is None \
                 or zero.inputs[0] is not isnan.outputs[0] or zero.inputs[2] is not probs \
                 or f.scalar(zero.inputs[1]) != 0.0 or not _single(isnan.outputs[0]):
             return None
@@ -283,7 +287,7 @@ class FuseAttentionPass(ir.passes.InPlacePass):
                         m = _match_eager(node)
                         if m is not None and m.where is not None:
                             modified |= _additive_mask(graph, namer, m, additive)
-                            m = _match_eager(node)
+                            m = _match_eager(node, any_guard=True)
                         if m is not None:
                             modified |= _grouped_heads(graph, namer, m, tiled)
             modified |= _merge_transposes(graph, namer)

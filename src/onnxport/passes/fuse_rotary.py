@@ -91,6 +91,38 @@ def _rotate_half_of(value: ir.Value) -> ir.Value | None:
     return x
 
 
+def signed_rotation_of(rot: ir.Value, s_val: ir.Value) -> tuple[ir.Value, ir.Value] | None:
+    """(x, S) when `rot * s_val` is the form this pass leaves below opset 23:
+    Concat(x2, x1) * Mul(S, [-1]*h + [1]*h) with x1, x2 = Split(x) into halves, which is
+    rotate_half(x) * S."""
+    cat = f.producer(rot, "Concat")
+    if not _concat_last(cat, 4):
+        return None
+    assert cat is not None
+    split = f.producer(cat.inputs[0], "Split")
+    x = None if split is None else split.inputs[0]
+    if split is None or x is None or x.shape is None or len(x.shape) != 4 or \
+            len(split.outputs) != 2 or cat.inputs[0] is not split.outputs[1] or \
+            cat.inputs[1] is not split.outputs[0]:
+        return None
+    d = x.shape[3]
+    sizes = f.constant(split.inputs[1]) if len(split.inputs) > 1 else None
+    axis = split.attributes.get("axis")
+    if not isinstance(d, int) or d % 2 or sizes is None or sizes.reshape(-1).tolist() != \
+            [d // 2, d // 2] or axis is None or axis.as_int() not in (-1, 3):
+        return None
+    mul = f.producer(s_val, "Mul")
+    if mul is None:
+        return None
+    signs = np.concatenate([-np.ones(d // 2), np.ones(d // 2)])
+    for a, b in ((0, 1), (1, 0)):
+        data = f.constant(mul.inputs[b])
+        if data is not None and data.shape == (d,) and np.array_equal(data, signs) and \
+                mul.inputs[a] is not None:
+            return x, mul.inputs[a]
+    return None
+
+
 def _rotate_pairs_of(value: ir.Value) -> ir.Value | None:
     """x when `value` is Reshape(Concat(Unsqueeze(Neg(x[..., 1::2]), -1),
     Unsqueeze(x[..., 0::2], -1), axis=-1), x's shape): stack((-x2, x1), -1).flatten(-2)."""
