@@ -2,9 +2,10 @@
 
 For each model (random weights, built from a config: nothing is downloaded) the graphs are
 
-* `onnxport`            `onnxport.export(model, args)` (defaults: opset 18, optimize=True);
-* `onnxport opset 23`   `onnxport.export(model, args, opset_version=23)`;
-* `onnxport ort-target` `onnxport.export(model, args, target="onnxruntime")` (opset 18 plus the
+* `onnxport`            `onnxport.export(model, args)` (defaults: opset 20, optimize=True);
+* `onnxport opset N`    `onnxport.export(model, args, opset_version=N)`, N in `--opsets`
+                        (default 18 and 23);
+* `onnxport ort-target` `onnxport.export(model, args, target="onnxruntime")` (opset 20 plus the
                         ONNX Runtime target's contrib-op passes);
 * `torch.onnx`          `torch.onnx.export(model, args, dynamo=True)` (its defaults);
 * `torch.onnx+ortopt`   torch.onnx's file after `onnxruntime.transformers.optimizer.
@@ -238,7 +239,8 @@ def bench_model(spec: Spec, args: argparse.Namespace, tmp: str) -> dict[int, lis
                 else out.last_hidden_state).numpy()
     builders: list[tuple[str, Callable[[str], None]]] = [
         ("onnxport", lambda p: _onnxport(model, inputs, p, None)),
-        ("onnxport opset 23", lambda p: _onnxport(model, inputs, p, 23)),
+        *((f"onnxport opset {o}", lambda p, o=o: _onnxport(model, inputs, p, o))
+          for o in args.opsets),
         ("onnxport ort-target", lambda p: _onnxport(model, inputs, p, None, target="onnxruntime")),
     ]
     if args.ablation:
@@ -320,7 +322,10 @@ def table(results: dict[str, list[Graph]]) -> str:
             lines.append(f"| {model} | {g.label} | {ms:.3f} | {ratio:.3f}x | {g.nodes} | "
                          f"{g.compute_nodes} | {g.ort_nodes} | {g.diff:.1e} |")
     geo = []
-    for label in ("onnxport", "onnxport opset 23", "onnxport ort-target", "torch.onnx+ortopt"):
+    labels = sorted({g.label for graphs in results.values() for g in graphs
+                     if g.label.startswith("onnxport") and "+" not in g.label
+                     and "no fusion" not in g.label})
+    for label in (*labels, "torch.onnx+ortopt"):
         found = [ratios[m, label] for m in results if m in TRANSFORMERS and (m, label) in ratios
                  and not math.isnan(ratios[m, label])]
         if found:
@@ -399,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=TRANSFORMERS, choices=list(SPECS),
                         help="hand-ln-mlp, hand-rms-mlp, gelu-mlp: blocks of a hand-written "
                         "LayerNorm / RMSNorm / GELU and a 2-D MLP, (128, 256) (for --ablation)")
+    parser.add_argument("--opsets", type=int, nargs="*", default=[18, 23],
+                        help="onnxport graphs at these opsets besides the default (20)")
     parser.add_argument("--repeat", type=int, default=30, help="timed rounds (median reported)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, os.cpu_count() or 1],

@@ -32,7 +32,8 @@ from onnxport.verify.compare import verify_program
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_OPSET = 18
+# torch.onnx 2.13's default for both flavours (torch/onnx/_constants.py ONNX_DEFAULT_OPSET).
+DEFAULT_OPSET = 20
 _SARIF_REPORT = "report_dynamo_export.sarif"
 
 
@@ -82,7 +83,7 @@ def export(
         verbose: Log progress.
         input_names: Names of the graph inputs, in order (default: forward's parameter names).
         output_names: Names of the graph outputs, in order.
-        opset_version: The ONNX opset (default 18).
+        opset_version: The ONNX opset (default 20, as torch.onnx 2.13).
         dynamic_axes: The legacy form of dynamic_shapes: {input: {axis: dim name}} or
             {input: [axis, ...]}; an input is named by `input_names`, its default graph input
             name, or forward's parameter name.

@@ -33,7 +33,8 @@ from onnxport.translate.torchscript import TorchScriptTranslator
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TORCHSCRIPT_OPSET = 17
+# torch.onnx 2.13 writes opset 20 with dynamo=False too (2.1-2.6 wrote 17).
+DEFAULT_TORCHSCRIPT_OPSET = 20
 
 
 

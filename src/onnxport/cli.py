@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("factory", nargs="?", help="PACKAGE.MODULE:FACTORY returning (model, args[, kwargs])")
     p.add_argument("--example", help="a built-in example: mlp, cnn, transformer")
     p.add_argument("-o", "--output", help="the .onnx file to write")
-    p.add_argument("--opset", type=int, default=None, help="target opset (default 18)")
+    p.add_argument("--opset", type=int, default=None, help="target opset (default 20, as torch.onnx 2.13)")
     p.add_argument("--verify", action="store_true", help="compare ONNX Runtime with eager PyTorch")
     p.add_argument("--report", action="store_true", help="write a markdown report")
     p.add_argument("--no-optimize", action="store_true", help="skip the optimization passes")

@@ -189,3 +189,47 @@ def test_opset_18_merges_the_key_transposes() -> None:
         expected = model(**inputs).last_hidden_state
     torch.testing.assert_close(after(**inputs)[0], expected, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(after(**inputs)[0], before(**inputs)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mask", ["add", "bool", None])
+def test_opset_18_grouped_heads_without_repeat(mask: str | None) -> None:
+    """Below opset 23, GQA attention multiplies the query, viewed as (B, Hkv, n * S, D), by
+    the kv heads themselves: repeat_kv's Unsqueeze/Expand/Reshape go, a causal mask is tiled
+    once along the query axis."""
+    torch.manual_seed(0)
+    model = EagerAttention(mask, kv_heads=2)
+    args = (torch.randn(B, S, HID), _mask(mask) if mask else torch.zeros(B, 1, S, S))
+    before = unfused(model, args)
+    assert ops(before)["Expand"] == 2
+    after = fuse(before, FuseAttentionPass())
+    got = ops(after)
+    assert got["Expand"] == 0 and got["Unsqueeze"] == 0 and got["Tile"] == (mask is not None)
+    assert got["Reshape"] == ops(before)["Reshape"]     # two views in, two repeat_kv out
+    assert_same(model, args, before, after)
+
+
+def test_opset_18_grouped_heads_dynamic_and_empty_batch() -> None:
+    """The query view has no -1 (ONNX Runtime cannot infer it for an empty batch): dynamic
+    batch and sequence, and a batch of 0, still equal eager."""
+    torch.manual_seed(0)
+    model = EagerAttention("add", kv_heads=2).eval()
+    args = (torch.randn(B, S, HID), torch.zeros(B, 1, S, S))
+    program = onnxport.export(model, args, dynamic_shapes=({0: "b", 1: "s"},
+                                                           {0: "b", 2: "s", 3: "s"}))
+    assert ops(program)["Expand"] == 0 and ops(program)["Tile"] == 1   # the (B, 1, S, S) mask
+    for b, s in [(0, 3), (1, 4), (3, 7)]:
+        x, m = torch.randn(b, s, HID), torch.randn(b, 1, s, s)
+        with torch.no_grad():
+            expected = model(x, m)
+        torch.testing.assert_close(program(x, m)[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_opset_18_per_head_mask_keeps_repeat() -> None:
+    """A mask that differs per query head cannot be shared by a kv head's group: unchanged."""
+    torch.manual_seed(0)
+    model = EagerAttention("add", kv_heads=2)
+    args = (torch.randn(B, S, HID), torch.randn(B, H, S, S))
+    before = unfused(model, args)
+    after = fuse(before, FuseAttentionPass())
+    assert ops(after)["Expand"] == 2
+    assert_same(model, args, before, after)

@@ -4,6 +4,7 @@ cos/sin rows of a constant cache by position_ids -> RotaryEmbedding at opset 23.
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
@@ -86,9 +87,24 @@ def test_gathered_cache_opset23() -> None:
     assert_same(model, args, before, after)
 
 
-def test_below_23_nothing() -> None:
-    before = unfused(LlamaRope(), (Q, K, POS), opset=18)
-    assert not FuseRotaryPass()(fuse(before).model).modified
+@pytest.mark.parametrize("make", [LlamaRope, CachedRope, LearnedCos], ids=["llama", "cache", "learned"])
+def test_below_23_negation_folded_into_the_sine(make) -> None:  # type: ignore[no-untyped-def]
+    """Below opset 23 no RotaryEmbedding: rotate_half's Neg goes into one signed sine shared
+    by q and k, its two Slices become one Split; exact, whatever the cos/sin halves hold."""
+    model = make()
+    args = {LlamaRope: (Q, K, POS), CachedRope: (Q, POS), LearnedCos: (Q,)}[make]
+    rotations = 2 if make is LlamaRope else 1
+    before = unfused(model, args, opset=18)
+    assert ops(before)["Neg"] == rotations and ops(before)["Slice"] >= 2 * rotations
+    after = fuse(before, FuseRotaryPass())
+    got = ops(after)
+    assert got["RotaryEmbedding"] == 0 and got["Neg"] == 0 and got["Split"] == rotations
+    assert got["Slice"] == ops(before)["Slice"] - 2 * rotations
+    if make is LlamaRope:    # one signed sine for q and k
+        assert got["Mul"] == ops(before)["Mul"] + 1
+    assert_same(model, args, before, after)
+    for a, b in zip(after(*args), before(*args)):     # bit for bit: a sign flip is exact
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_unequal_halves_not_fused() -> None:

@@ -150,7 +150,7 @@ def test_mean_of_empty_slice_stays_nan() -> None:
 
 def test_gelu_translation_is_the_form_ort_fuses() -> None:
     model = Wrap(torch.nn.GELU())
-    program = onnxport.export(model, X3)
+    program = onnxport.export(model, X3, opset_version=18)    # opset 20 writes one Gelu
     assert dict(ops(program)) == {"Div": 1, "Erf": 1, "Add": 1, "Mul": 2}
     div = next(n for n in program.model.graph if n.op_type == "Div")
     assert abs(div.inputs[1].const_value.numpy().item() - math.sqrt(2)) < 1e-6

@@ -23,6 +23,16 @@ At opset >= 23 (ONNX `Attention`):
    `kv_num_heads`; when its output is then `Reshape(Transpose(Y, perm=[0, 2, 1, 3]),
    [B, S, H * D])`, its 3-D output replaces that Reshape. Eight nodes a layer fewer.
 
+Below opset 23:
+
+4. **Grouped heads without repeat_kv.** When K and V are `repeat_kv` of x_k, x_v (Hkv heads,
+   each serving n = H / Hkv query heads), the query is viewed as (B, Hkv, n * S, D) (a free
+   Reshape: query head h = j * n + g belongs to kv head j) and multiplied by x_k and x_v
+   themselves; the product is viewed back as (B, H, S, D). The expanded copies of K and V go,
+   and each of the two MatMuls is one product per kv head with n times the rows. A mask that
+   varies over the query axis is tiled n times along it, once for every attention sharing it
+   (a constant when the mask is).
+
 At every opset: two Transposes in a row (the head split followed by attention's K
 transpose) become one with the composed permutation.
 """
@@ -91,7 +101,11 @@ class _Eager:
     where: tuple[ir.Value, bool, float] | None = None
 
 
-def _match_eager(softmax: ir.Node) -> _Eager | None:
+def _match_eager(softmax: ir.Node, any_guard: bool = False) -> _Eager | None:
+    """The eager attention ending at `softmax`. The IsNaN/Where after the Softmax (zero rows
+    for fully masked queries) is accepted with a boolean mask only, as `Attention` gives zero
+    rows for those alone; `any_guard` accepts it after an additive mask too (for rewrites that
+    keep it)."""
     axis = softmax.attributes.get("axis")
     if axis is None or axis.as_int() not in (-1, 3):
         return None
@@ -149,7 +163,7 @@ def _match_eager(softmax: ir.Node) -> _Eager | None:
         uses = [u.node for u in probs.uses()]
         isnan = next((n for n in uses if n.op_type == "IsNaN" and not n.domain), None)
         zero = next((n for n in uses if n.op_type == "Where" and not n.domain), None)
-        if not boolean or len(uses) != 2 or isnan is None or zero is None \
+        if not (boolean or any_guard) or len(uses) != 2 or isnan is None or zero is None \
                 or zero.inputs[0] is not isnan.outputs[0] or zero.inputs[2] is not probs \
                 or f.scalar(zero.inputs[1]) != 0.0 or not _single(isnan.outputs[0]):
             return None
@@ -267,11 +281,15 @@ class FuseAttentionPass(ir.passes.InPlacePass):
                         modified |= _lean_inputs(graph, namer, node)
             else:
                 additive: dict[tuple[int, bool, float], ir.Value] = {}
+                tiled: dict[object, ir.Value] = {}
                 for node in list(graph):
                     if node.graph is graph and not node.domain and node.op_type == "Softmax":
                         m = _match_eager(node)
                         if m is not None and m.where is not None:
                             modified |= _additive_mask(graph, namer, m, additive)
+                            m = _match_eager(node, any_guard=True)
+                        if m is not None:
+                            modified |= _grouped_heads(graph, namer, m, tiled)
             modified |= _merge_transposes(graph, namer)
         return ir.passes.PassResult(model, modified)
 
@@ -326,6 +344,134 @@ def _additive_mask(graph: ir.Graph, namer: f.Namer, m: _Eager,
             ir.convenience.replace_all_uses_with(guard.outputs[0], probs)
             graph.remove([guard, isnan], safe=True)
     return True
+
+
+def _grouped_heads(graph: ir.Graph, namer: f.Namer, m: _Eager,
+                   tiled: dict[object, ir.Value]) -> bool:
+    """Below opset 23: attention over repeat_kv'd K and V computed on the kv heads themselves,
+    the query viewed as (B, Hkv, n * S, D) (item 4 of the module docstring)."""
+    found_k, found_v = _unrepeated(m.k), _unrepeated(m.v)
+    if found_k is None or found_v is None or m.q.shape is None:
+        return False
+    xk, xv = found_k[0], found_v[0]
+    assert xk.shape is not None and xv.shape is not None
+    hkv, h = xk.shape[1], m.q.shape[1]
+    if not (isinstance(hkv, int) and isinstance(h, int) and hkv > 0 and h % hkv == 0) \
+            or xv.shape[1] != hkv:
+        return False
+    n = h // hkv
+    pv = m.nodes[-1]
+    qk = next(node for node in m.nodes[:-1] if node.op_type == "MatMul")
+    kt = next(node for node in m.nodes if node.op_type == "Transpose")
+    assert pv.op_type == "MatMul" and kt.inputs[0] is m.k
+    q_side = qk.inputs[0].producer() if qk.inputs[0] is not None else None
+    k_side = {id(kt), id(qk.inputs[1].producer())} if qk.inputs[1] is not None else {id(kt)}
+    # The mask (additive, or a Where condition) must broadcast over heads; one that varies
+    # over the query axis is tiled n times along it.
+    masked = [node for node in m.nodes if node.op_type in ("Add", "Where")
+              and (m.mask is not None and m.mask in node.inputs[:2] or
+                   m.where is not None and node.inputs[0] is m.where[0])]
+    mask = m.mask if m.mask is not None else (m.where[0] if m.where is not None else None)
+    new_mask = None
+    if mask is not None:
+        if len(masked) != 1 or mask.shape is None:
+            return False
+        dims = [1] * (4 - len(mask.shape)) + list(mask.shape)
+        if dims[1] != 1:
+            return False
+        if dims[2] != 1:
+            new_mask = _tiled_mask(graph, namer, masked[0], mask, n, tiled)
+            if new_mask is None:
+                return False
+    q_shape, heads_shape = _view_shapes(graph, namer, m.q, hkv, n, tiled)
+    # The view goes before a scale on the query, so that ONNX Runtime still folds the scale
+    # into the product (FusedMatMul).
+    reader = q_side if q_side is not None and q_side in m.nodes else qk
+    at = list(reader.inputs).index(m.q)
+    view_q = f.make_node(namer, qk, "Reshape", [m.q, q_shape], dtype=m.q.dtype)
+    graph.insert_before(reader, view_q)
+    reader.replace_input_with(at, view_q.outputs[0])
+    kt.replace_input_with(0, xk)
+    if new_mask is not None:
+        node = masked[0]
+        node.replace_input_with(list(node.inputs).index(mask), new_mask)
+    b, s_q, s_kv = m.q.shape[0], m.q.shape[2], xk.shape[2]
+    rows = n * s_q if isinstance(s_q, int) else None
+    grouped = ir.Shape([b, hkv, rows, s_kv]) if rows is not None else None
+    key_t = ir.Shape([xk.shape[0], hkv, xk.shape[3], xk.shape[2]])
+    view = ir.Shape([b, hkv, rows, m.q.shape[3]]) if rows is not None else None
+    view_q.outputs[0].shape = view
+    for node in m.nodes[:-1]:
+        for value in node.outputs:
+            if value.shape is not None and len(value.shape) == 4:
+                value.shape = key_t if id(node) in k_side else view if node is reader \
+                    and reader is not qk else grouped
+    product = f.make_node(namer, pv, "MatMul", [pv.inputs[0], xv], dtype=pv.outputs[0].dtype)
+    view_y = f.make_node(namer, pv, "Reshape", [product.outputs[0], heads_shape],
+                         dtype=pv.outputs[0].dtype)
+    f.replace(graph, [pv], [product, view_y], pv.outputs[0], view_y.outputs[0])
+    _remove(graph, [*found_k[1], *found_v[1]])
+    return True
+
+
+def _view_shapes(graph: ir.Graph, namer: f.Namer, q: ir.Value, hkv: int, n: int,
+                 cache: dict[object, ir.Value]) -> tuple[ir.Value, ir.Value]:
+    """The shapes that view the query (B, H, S, D) as (B, Hkv, n * S, D) and back. No -1
+    (ONNX Runtime cannot infer it for an empty batch): 0 copies B (and D), a static S is
+    written out, and a dynamic one is read from Shape(q), once for every query of the same
+    symbolic dims (the layers of a model)."""
+    assert q.shape is not None
+    b, h, s, d = q.shape
+    if isinstance(s, int):
+        return (namer.constant(q.producer() or graph[0], np.array([0, hkv, n * s, 0], np.int64)),
+                namer.constant(q.producer() or graph[0], np.array([0, h, s, 0], np.int64)))
+    key = ("view", str(b), str(s), str(d), hkv, n)
+    if key not in cache:
+        anchor = q.producer()
+        assert anchor is not None
+        shape = f.make_node(namer, anchor, "Shape", [q], dtype=ir.DataType.INT64,
+                            shape=ir.Shape([4]))
+        scale = namer.constant(anchor, np.array([1, 0, n, 1], dtype=np.int64))
+        shift = namer.constant(anchor, np.array([0, hkv, 0, 0], dtype=np.int64))
+        mul = f.make_node(namer, anchor, "Mul", [shape.outputs[0], scale],
+                          dtype=ir.DataType.INT64, shape=ir.Shape([4]))
+        add = f.make_node(namer, anchor, "Add", [mul.outputs[0], shift],
+                          dtype=ir.DataType.INT64, shape=ir.Shape([4]))
+        graph.insert_after(anchor, [shape, mul, add])
+        cache[key] = add.outputs[0]
+        cache[(*key, "back")] = shape.outputs[0]
+    return cache[key], cache[(*key, "back")]
+
+
+def _tiled_mask(graph: ir.Graph, namer: f.Namer, anchor: ir.Node, mask: ir.Value, n: int,
+                tiled: dict[object, ir.Value]) -> ir.Value | None:
+    """`mask` as a 4-D tensor repeated n times along its query axis (axis 2)."""
+    key = (id(mask), n)
+    if key in tiled:
+        return tiled[key]
+    assert mask.shape is not None
+    lead = 4 - len(mask.shape)
+    data = f.constant(mask)
+    if data is not None:
+        table = np.tile(data.reshape((1,) * lead + data.shape), (1, 1, n, 1))
+        tiled[key] = namer.constant(anchor, np.ascontiguousarray(table))
+        return tiled[key]
+    new: list[ir.Node] = []
+    value = mask
+    if lead:
+        axes = namer.constant(anchor, np.arange(lead, dtype=np.int64))
+        new.append(f.make_node(namer, anchor, "Unsqueeze", [value, axes], dtype=mask.dtype))
+        value = new[-1].outputs[0]
+    repeats = namer.constant(anchor, np.array([1, 1, n, 1], dtype=np.int64))
+    new.append(f.make_node(namer, anchor, "Tile", [value, repeats], dtype=mask.dtype))
+    producer = mask.producer()
+    if producer is not None and producer.graph is graph:
+        graph.insert_after(producer, new)
+    else:
+        first = next(node for node in graph if node.op_type != "Constant")
+        graph.insert_before(first, new)
+    tiled[key] = new[-1].outputs[0]
+    return tiled[key]
 
 
 def _to_attention(graph: ir.Graph, namer: f.Namer, m: _Eager) -> None:

@@ -22,6 +22,11 @@ and the interleaved form (interleaved=1, GPT-J's rotate_every_two):
 RotaryEmbedding (no position_ids, cos/sin caches of shape (batch, seq, d/2)) takes c[..., :d/2]
 (c[..., ::2] interleaved): one Slice shared by every rotation that reads the same c (q and k of
 a layer), expanded to x's batch when c has batch 1.
+
+Below opset 23 the `rotate_half` form stays written out, with the negation moved into the
+sine: `Concat(Neg(x2), x1) * S` is `Concat(x2, x1) * (S * [-1]*h + [1]*h)` exactly (a sign
+flip is exact), and `x1, x2` come from one Split. S times the signs is computed once for every
+rotation that reads S (the q and k of every layer): two nodes a rotation fewer.
 """
 
 from __future__ import annotations
@@ -84,6 +89,38 @@ def _rotate_half_of(value: ir.Value) -> ir.Value | None:
     if _slice_last(first, x, d) != (h, d) or _slice_last(second, x, d) != (0, h):
         return None
     return x
+
+
+def signed_rotation_of(rot: ir.Value, s_val: ir.Value) -> tuple[ir.Value, ir.Value] | None:
+    """(x, S) when `rot * s_val` is the form this pass leaves below opset 23:
+    Concat(x2, x1) * Mul(S, [-1]*h + [1]*h) with x1, x2 = Split(x) into halves, which is
+    rotate_half(x) * S."""
+    cat = f.producer(rot, "Concat")
+    if not _concat_last(cat, 4):
+        return None
+    assert cat is not None
+    split = f.producer(cat.inputs[0], "Split")
+    x = None if split is None else split.inputs[0]
+    if split is None or x is None or x.shape is None or len(x.shape) != 4 or \
+            len(split.outputs) != 2 or cat.inputs[0] is not split.outputs[1] or \
+            cat.inputs[1] is not split.outputs[0]:
+        return None
+    d = x.shape[3]
+    sizes = f.constant(split.inputs[1]) if len(split.inputs) > 1 else None
+    axis = split.attributes.get("axis")
+    if not isinstance(d, int) or d % 2 or sizes is None or sizes.reshape(-1).tolist() != \
+            [d // 2, d // 2] or axis is None or axis.as_int() not in (-1, 3):
+        return None
+    mul = f.producer(s_val, "Mul")
+    if mul is None:
+        return None
+    signs = np.concatenate([-np.ones(d // 2), np.ones(d // 2)])
+    for a, b in ((0, 1), (1, 0)):
+        data = f.constant(mul.inputs[b])
+        if data is not None and data.shape == (d,) and np.array_equal(data, signs) and \
+                mul.inputs[a] is not None:
+            return x, mul.inputs[a]
+    return None
 
 
 def _rotate_pairs_of(value: ir.Value) -> ir.Value | None:
@@ -202,11 +239,12 @@ def _cache_source(value: ir.Value | None, x: ir.Value, interleaved: bool = False
 
 
 class FuseRotaryPass(ir.passes.InPlacePass):
-    """`x * cos + rotate_half(x) * sin` -> RotaryEmbedding (opset >= 23; else nothing)."""
+    """`x * cos + rotate_half(x) * sin` -> RotaryEmbedding (opset >= 23); below, the
+    negation of rotate_half folded into the sine."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         if f.opset(model) < 23:
-            return ir.passes.PassResult(model, False)
+            return ir.passes.PassResult(model, _fold_signs(model))
         modified = False
         for graph in f.graphs(model):
             namer = f.Namer(graph)
@@ -216,6 +254,68 @@ class FuseRotaryPass(ir.passes.InPlacePass):
                     continue
                 modified |= _fuse(graph, namer, node, halves)
         return ir.passes.PassResult(model, modified)
+
+
+def _fold_signs(model: ir.Model) -> bool:
+    modified = False
+    per_graph: dict[int, dict[int, ir.Value]] = {}
+    for graph, namer, add in f.standard_nodes(model, ("Add",)):
+        signed = per_graph.setdefault(id(graph), {})
+        for first, second in ((0, 1), (1, 0)):
+            m_cos = f.producer(add.inputs[first], "Mul")
+            m_sin = f.producer(add.inputs[second], "Mul")
+            if m_cos is None or m_sin is None or m_cos is m_sin:
+                continue
+            for rot, s_val in _mul_parts(m_sin):
+                x = _rotate_half_of(rot)
+                if x is None or all(v is not x for v in m_cos.inputs) or \
+                        not _only_inside([*reversed(_rotation_nodes(rot)), m_sin]):
+                    continue
+                _signed_rotation(graph, namer, m_sin, rot, x, s_val, signed)
+                modified = True
+                break
+            else:
+                continue
+            break
+    return modified
+
+
+def _signed_rotation(graph: ir.Graph, namer: f.Namer, m_sin: ir.Node, rot: ir.Value,
+                     x: ir.Value, s_val: ir.Value, signed: dict[int, ir.Value]) -> None:
+    """rot * s  ->  Concat(x2, x1) * (s * signs), with x1, x2 = Split(x)."""
+    assert x.shape is not None
+    d = int(x.shape[3])  # type: ignore[arg-type]
+    h = d // 2
+    cat = rot.producer()
+    assert cat is not None
+    half = ir.Shape([*x.shape[:3], h])
+    sizes = namer.constant(cat, np.array([h, h], dtype=np.int64))
+    split = ir.node("Split", [x, sizes], attributes={"axis": -1}, num_outputs=2,
+                    name=namer(cat, "Split"), metadata_props=dict(cat.metadata_props))
+    for i, out in enumerate(split.outputs):
+        out.name = f"{split.name.lstrip('/').replace('/', '_')}_out{i}"
+        out.dtype, out.shape = x.dtype, half
+    swapped = f.make_node(namer, cat, "Concat", [split.outputs[1], split.outputs[0]],
+                          {"axis": -1}, dtype=x.dtype, shape=x.shape)
+    key = id(s_val)
+    if key not in signed:
+        signs = np.concatenate([-np.ones(h), np.ones(h)]).astype(x.dtype.numpy())
+        data = f.constant(s_val)
+        if data is not None:
+            signed[key] = namer.constant(cat, (data * signs).astype(data.dtype))
+        else:
+            mul = f.make_node(namer, m_sin, "Mul", [s_val, namer.constant(cat, signs)],
+                              dtype=s_val.dtype)
+            producer = s_val.producer()
+            if producer is not None and producer.graph is graph:
+                graph.insert_after(producer, mul)
+            else:
+                graph.insert_before(next(n for n in graph if n.op_type != "Constant"), mul)
+            signed[key] = mul.outputs[0]
+    new_mul = f.make_node(namer, m_sin, "Mul", [swapped.outputs[0], signed[key]],
+                          dtype=m_sin.outputs[0].dtype)
+    f.replace(graph, [*reversed(_rotation_nodes(rot)), m_sin], [split, swapped, new_mul],
+              m_sin.outputs[0], new_mul.outputs[0])
 
 
 def _mul_parts(mul: ir.Node | None) -> list[tuple[ir.Value, ir.Value]]:

@@ -328,6 +328,9 @@ def _rotary(value: ir.Value) -> _Rotary | None:
         for rot, s_val in fr._mul_parts(m_sin):
             interleaved = False
             x = fr._rotate_half_of(rot)
+            signed = fr.signed_rotation_of(rot, s_val) if x is None else None
+            if signed is not None:      # below opset 23: the negation in the sine
+                x, s_val = signed
             if x is None:
                 x, interleaved = fr._rotate_pairs_of(rot), True
             if x is None:
@@ -496,7 +499,7 @@ def _match_softmax(softmax: ir.Node) -> _Match | None:
         return None
     inside.append(add)
     for a, b in ((0, 1), (1, 0)):
-        where = f.producer(add.inputs[b], "Where")
+        where = f.producer(_untiled(add.inputs[b]), "Where")
         if where is not None and f.scalar(where.inputs[1]) == 0 and \
                 f.scalar(where.inputs[2]) == -math.inf and where.inputs[0] is not None:
             scores, mask = add.inputs[a], where.inputs[0]
@@ -516,6 +519,10 @@ def _match_softmax(softmax: ir.Node) -> _Match | None:
             kt_node.inputs[0] is None:
         return None
     inside += [*q_nodes, *k_nodes, kt_node]
+    grouped = _grouped_query(q)     # FuseAttentionPass's (B, Hkv, n * S, D) view of q
+    if grouped is not None:
+        q = grouped[0]
+        inside.append(grouped[1])
     probs = softmax.outputs[0]
     uses = [u.node for u in probs.uses()]
     isnan = next((n for n in uses if n.op_type == "IsNaN" and not n.domain), None)
@@ -530,7 +537,14 @@ def _match_softmax(softmax: ir.Node) -> _Match | None:
         return None
     inside.append(pv)
     k, v = kt_node.inputs[0], pv.inputs[1]
-    if not f.internal(inside, pv.outputs[0]):
+    output = pv.outputs[0]
+    if grouped is not None:         # and the product viewed back as (B, H, S, D)
+        back = f.only_user(output, "Reshape")
+        if back is None or back.inputs[0] is not output or f.rank(back.outputs[0]) != 4:
+            return None
+        inside.append(back)
+        output = back.outputs[0]
+    if not f.internal(inside, output):
         return None
     for value in (k, v):
         found = fa._unrepeated(value)
@@ -538,7 +552,27 @@ def _match_softmax(softmax: ir.Node) -> _Match | None:
             inside += found[1]
     k = fa._unrepeated(k)[0] if fa._unrepeated(k) is not None else k  # type: ignore[index]
     v = fa._unrepeated(v)[0] if fa._unrepeated(v) is not None else v  # type: ignore[index]
-    return _finish(pv, q, k, v, mask, s1 * s2 * c, pv.outputs[0], inside)
+    return _finish(inside[-1], q, k, v, mask, s1 * s2 * c, output, inside)
+
+
+def _untiled(value: ir.Value | None) -> ir.Value | None:
+    """x when `value` is Tile(x, [1, 1, n, 1]) (a mask tiled along the query axis by
+    FuseAttentionPass's grouped heads), else `value`."""
+    tile = f.producer(value, "Tile")
+    reps = _ints(tile.inputs[1]) if tile is not None and len(tile.inputs) > 1 else None
+    if tile is None or reps is None or len(reps) != 4 or reps[:2] != [1, 1] or reps[3] != 1:
+        return value
+    return tile.inputs[0]
+
+
+def _grouped_query(value: ir.Value | None) -> tuple[ir.Value, ir.Node] | None:
+    """(q, the Reshape) when `value` is Reshape(q) of a 4-D q to (B, Hkv, n * S, D) with the
+    same B and D: FuseAttentionPass's grouped-heads view."""
+    view = f.producer(value, "Reshape")
+    if view is None or view.inputs[0] is None or f.rank(view.inputs[0]) != 4 or \
+            len(value.uses()) != 1:
+        return None
+    return view.inputs[0], view
 
 
 def _finish(anchor: ir.Node, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.Value,
