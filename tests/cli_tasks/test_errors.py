@@ -121,15 +121,16 @@ def test_unreadable_weights(checkpoints: Any, tmp_path: Path, damage: str) -> No
 
 def test_bfloat16_cannot_run_in_onnxruntime_cpu(checkpoints: Any, tmp_path: Path) -> None:
     """ORT's CPU provider has no bfloat16 MatMul: validation cannot run, and the CLI says so
-    with a typed error naming the way out (--no-validate, or another dtype)."""
+    before loading or exporting anything, with a typed error naming the way out
+    (--no-validate, or another dtype)."""
     out = tmp_path / "out"
     proc = run_cli("export", "--model", str(checkpoints("bert")), "--dtype", "bfloat16",
                    str(out))
     assert proc.returncode == 1
-    assert "UnsupportedDtypeError: ONNX Runtime's CPU provider cannot run model.onnx in " \
+    assert "UnsupportedDtypeError: ONNX Runtime's CPU provider cannot run MatMul in " \
            "bfloat16" in proc.stderr
-    assert "MatMul" in proc.stderr and "--no-validate" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert "--no-validate" in proc.stderr and "--dtype float16 or float32" in proc.stderr
+    assert "Traceback" not in proc.stderr and "loaded " not in proc.stderr  # nothing loaded
     _no_leftovers(out)
 
 
@@ -142,7 +143,7 @@ def test_validation_when_onnxruntime_cannot_load(tmp_path: Path) -> None:
 
     from onnxport.tasks import UnsupportedDtypeError
     from onnxport.tasks.graphs import GraphSpec
-    from onnxport.tasks.validate import validate_graph
+    from onnxport.tasks.validate import check_runtime_dtype, validate_graph
 
     linear = torch.nn.Linear(4, 4, bias=False)
     spec = GraphSpec("model.onnx", linear, ["x"], ["y"], {},
@@ -164,6 +165,10 @@ def test_validation_when_onnxruntime_cannot_load(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedDtypeError, match=r"cannot run model.onnx in bfloat16 .*"
                                                     r"MatMul.*--no-validate"):
         validate_graph(spec, tmp_path / "model.onnx", atol=5e-2)
+    with pytest.raises(UnsupportedDtypeError, match=r"cannot run MatMul in bfloat16"):
+        check_runtime_dtype(torch.bfloat16)  # the probe export_checkpoint runs first
+    check_runtime_dtype(torch.float16)  # ORT's CPU provider has float16 MatMul
+    check_runtime_dtype(torch.float32)
 
 
 def test_remote_code_refused(checkpoints: Any, tmp_path: Path) -> None:

@@ -26,7 +26,13 @@ import torch
 from onnxport.errors import OnnxExporterError
 from onnxport.tasks import checkpoint, registry, streaming
 from onnxport.tasks.errors import OutputDirError, TaskError, TaskExportError, ValidationError
-from onnxport.tasks.validate import Row, default_atol, format_table, validate_graph
+from onnxport.tasks.validate import (
+    Row,
+    check_runtime_dtype,
+    default_atol,
+    format_table,
+    validate_graph,
+)
 
 __all__ = ["ExportResult", "export_checkpoint", "parse_dtype"]
 
@@ -161,6 +167,8 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
     family = registry.SUPPORTED[config.model_type][0]
     _check_output_dir(out, overwrite)
     say(f"task: {task_name} ({reason})")
+    if validate:
+        check_runtime_dtype(torch_dtype)  # before any work: ORT's CPU provider may lack it
     info = registry.TASKS[task_name]
     plan, weights = _plan_route(model_dir, config, torch_dtype, stream_weights, validate)
     say(f"route: {'streamed weights' if plan.stream else 'in memory'} ({plan.reason})")

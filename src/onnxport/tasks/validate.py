@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Row", "default_atol", "format_table", "validate_graph"]
+__all__ = ["Row", "check_runtime_dtype", "default_atol", "format_table", "validate_graph"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +47,58 @@ def _session(path: str | os.PathLike[str]) -> Any:
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
+def _unsupported_dtype(what: str, name: str, detail: str) -> Exception:
+    from onnxport.tasks.errors import UnsupportedDtypeError
+
+    others = "float16 or float32" if name == "bfloat16" else "float32"
+    return UnsupportedDtypeError(
+        f"ONNX Runtime's CPU provider cannot run {what} in {name} ({detail}), so the export "
+        f"cannot be validated against eager PyTorch. Export with --dtype {others}, or pass "
+        f"--no-validate (validate=False) to write the {name} files unvalidated, for a "
+        f"runtime that has {name} kernels")
+
+
+@functools.lru_cache(maxsize=None)
+def _matmul_missing(name: str) -> str:
+    """ONNX Runtime's error when its CPU provider has no MatMul in `name`; '' if it has one."""
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    elem = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}[name]
+    values = [helper.make_tensor_value_info(n, elem, [1, 1]) for n in "xwy"]
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "probe",
+                              values[:2], values[2:])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    try:
+        onnxruntime.InferenceSession(model.SerializeToString(), options,
+                                     providers=["CPUExecutionProvider"])
+    except Exception as e:
+        if type(e).__name__ == "NotImplemented":
+            return str(e).strip().splitlines()[0]
+    return ""
+
+
+def check_runtime_dtype(dtype: torch.dtype | None) -> None:
+    """Before any export: refuse a dtype ONNX Runtime's CPU provider has no MatMul for.
+
+    Every task's graph multiplies matrices; when the CPU provider cannot (bfloat16 in
+    onnxruntime 1.32), validation could not run, and saying so before the export saves
+    the user its time.
+
+    Raises:
+        UnsupportedDtypeError: naming the dtype, ONNX Runtime's message and --no-validate.
+    """
+    if dtype not in (torch.float16, torch.bfloat16):
+        return
+    name = str(dtype).removeprefix("torch.")
+    detail = _matmul_missing(name)
+    if detail:
+        raise _unsupported_dtype("MatMul", name, detail)
+
+
 def _float_dtype(module: torch.nn.Module) -> torch.dtype:
     return next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)
 
@@ -67,15 +120,8 @@ def validate_graph(spec: Any, path: str | os.PathLike[str], *, atol: float,
         dtype = _float_dtype(spec.module)
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if type(e).__name__ == "NotImplemented" and dtype in (torch.bfloat16, torch.float16):
-            from onnxport.tasks.errors import UnsupportedDtypeError
-
             name = str(dtype).removeprefix("torch.")
-            others = "float16 or float32" if dtype == torch.bfloat16 else "float32"
-            raise UnsupportedDtypeError(
-                f"ONNX Runtime's CPU provider cannot run {file} in {name} ({detail}), so it "
-                f"cannot be validated against eager PyTorch. Export with --dtype {others}, "
-                f"or pass --no-validate (validate=False) to write the {name} files "
-                f"unvalidated, for a runtime that has {name} kernels") from e
+            raise _unsupported_dtype(file, name, detail) from e
         return [Row(file, "-", "(session)", (), math.inf, atol, False,
                     f"ONNX Runtime cannot load {file}: {type(e).__name__}: {detail}"[:300])]
     graph_inputs = {i.name: i for i in session.get_inputs()}
