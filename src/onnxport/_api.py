@@ -24,7 +24,7 @@ from onnxport.errors import OnnxExporterError, VerificationError
 from onnxport.exportable import ExportableModule
 from onnxport.options import DiagnosticOptions, ExportOptions
 from onnxport.passes import cleanup_passes, run_passes, target_passes
-from onnxport.passes.convert_opset import LIBRARY_OPSET, convert_to_opset
+from onnxport.passes.convert_opset import LIBRARY_OPSET, align_function_opsets, convert_to_opset
 from onnxport.program import ONNXProgram
 from onnxport.translate import Registry
 from onnxport.translate.translator import Translator
@@ -232,6 +232,7 @@ def _export_dynamo(
                                         f"converted to opset {target_opset}")
                 if optimize and target != "onnx":
                     run_passes(onnx_model, target_passes(target))
+                align_function_opsets(onnx_model)
             program = run.program(ONNXProgram(onnx_model, captured.exported_program))
             if verify:
                 with run.stage("verify"):

@@ -26,7 +26,7 @@ from onnxport._state import _as_registry, _exporting
 from onnxport.diagnostics import DiagnosticContext
 from onnxport.passes import cleanup_passes, run_passes
 from onnxport.translate.module_functions import modules_as_functions
-from onnxport.passes.convert_opset import LIBRARY_OPSET, convert_to_opset
+from onnxport.passes.convert_opset import LIBRARY_OPSET, align_function_opsets, convert_to_opset
 from onnxport.program import ONNXProgram
 from onnxport.translate import Registry
 from onnxport.translate.torchscript import TorchScriptTranslator
@@ -163,6 +163,7 @@ def _run_passes(onnx_model: Any, opset: int, target_opset: int, *, fold: bool) -
     if target_opset < opset:
         logger.info("converting to opset %d", target_opset)
         onnx_model = convert_to_opset(onnx_model, target_opset)
+    align_function_opsets(onnx_model)
     return onnx_model
 
 

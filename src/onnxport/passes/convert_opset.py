@@ -1,4 +1,6 @@
-"""Reach an opset below the op library's (18) by converting the finished model down.
+"""Reach an opset below the op library's (18) by converting the finished model down, and
+bring users' ONNX functions (onnxscript translations written for another opset) to the
+model's opset.
 
 The weights are detached before conversion and reattached after, so converting never copies
 them through protobuf.
@@ -218,3 +220,69 @@ def convert_to_opset(model: ir.Model, opset: int) -> ir.Model:
         if weights.get(name) is not None:
             value.const_value = weights[name]
     return new
+
+
+def align_function_opsets(model: ir.Model) -> None:
+    """Convert each model-local function whose default-domain opset differs from the model's
+    (an onnxscript translation written with `opset18` in a model at 20) to the model's opset:
+    ONNX requires a function's ops to resolve to the same versions as the model's. Nodes whose
+    op has the same version at both opsets are kept as they are; the others go through onnx's
+    version converter, or are kept when they read a function attribute and every input and
+    attribute they use exists, with the same name, at the model's version.
+
+    Raises:
+        PassError: a node cannot be converted; it names the function, the op and the opsets.
+    """
+    target = model.opset_imports.get("")
+    if target is None:
+        return
+    for key, function in list(model.functions.items()):
+        source = function.opset_imports.get("")
+        if source is None or source == target:
+            continue
+        proto = ir.serde.serialize_function(function)
+        nodes: list[onnx.NodeProto] = []
+        for node in proto.node:
+            nodes.extend(_node_at(node, source, target, proto))
+        del proto.node[:]
+        proto.node.extend(nodes)
+        for imported in proto.opset_import:
+            if imported.domain == "":
+                imported.version = target
+        model.functions[key] = ir.serde.deserialize_function(proto)
+
+
+def _node_at(node: onnx.NodeProto, source: int, target: int,
+             function: onnx.FunctionProto) -> list[onnx.NodeProto]:
+    """`node` of a function at opset `source` as nodes at opset `target`."""
+    if node.domain not in ("", "ai.onnx"):
+        return [node]
+    try:
+        old = onnx.defs.get_schema(node.op_type, source)
+        new = onnx.defs.get_schema(node.op_type, target)
+    except onnx.defs.SchemaError:
+        return [node]
+    if old.since_version == new.since_version:
+        return [node]
+    if any(a.ref_attr_name for a in node.attribute):
+        if all(a.name in new.attributes for a in node.attribute) and \
+                len(node.input) <= max(len(new.inputs), new.min_input) and \
+                len(node.output) <= new.max_output:
+            return [node]
+    else:
+        untyped = onnx.TypeProto()
+        body = onnx.helper.make_graph(
+            [node], "node", [onnx.helper.make_value_info(n, untyped) for n in node.input if n],
+            [onnx.helper.make_value_info(n, untyped) for n in node.output if n])
+        wrapper = onnx.helper.make_model(body, opset_imports=[onnx.helper.make_opsetid("", source)])
+        try:
+            return list(onnx.version_converter.convert_version(wrapper, target).graph.node)
+        except Exception as e:  # noqa: BLE001  (re-raised naming the function)
+            raise PassError(
+                f"the ONNX function {function.domain}::{function.name} (a custom translation) "
+                f"is written for opset {source}; its {node.op_type} cannot be converted to the "
+                f"model's opset {target}: {e}; export with opset_version={source}") from e
+    raise PassError(
+        f"the ONNX function {function.domain}::{function.name} (a custom translation) is "
+        f"written for opset {source}; its {node.op_type} reads a function attribute and "
+        f"changed between opsets {source} and {target}; export with opset_version={source}")

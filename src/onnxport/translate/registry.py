@@ -76,13 +76,15 @@ class Registry:
         self._table.setdefault(translation.target, []).append(translation)
 
     def lookup(self, target: Any, opset: int) -> Translation | None:
-        """The translation for `target` at `opset`, or None."""
+        """The translation for `target` at `opset`, or None. A user's (custom) translation
+        wins over the library's at every opset, whatever `since_opset` the library's has."""
         candidates = self._table.get(target) or self._by_name(target)
         if not candidates:
             return None
         best: Translation | None = None
         for t in candidates:
-            if t.since_opset <= opset and (best is None or t.since_opset >= best.since_opset):
+            if t.since_opset <= opset and (best is None or (t.is_custom, t.since_opset) >=
+                                           (best.is_custom, best.since_opset)):
                 best = t
         return best
 
