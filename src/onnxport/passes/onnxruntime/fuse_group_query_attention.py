@@ -499,6 +499,7 @@ def _match_softmax(softmax: ir.Node) -> _Match | None:
         return None
     inside.append(add)
     for a, b in ((0, 1), (1, 0)):
+        tiles = _tiles(add.inputs[b])
         where = f.producer(_untiled(add.inputs[b]), "Where")
         if where is not None and f.scalar(where.inputs[1]) == 0 and \
                 f.scalar(where.inputs[2]) == -math.inf and where.inputs[0] is not None:
@@ -523,6 +524,8 @@ def _match_softmax(softmax: ir.Node) -> _Match | None:
     if grouped is not None:
         q = grouped[0]
         inside.append(grouped[1])
+    if tiles != 1 and grouped is None:
+        return None
     probs = softmax.outputs[0]
     uses = [u.node for u in probs.uses()]
     isnan = next((n for n in uses if n.op_type == "IsNaN" and not n.domain), None)
@@ -552,7 +555,19 @@ def _match_softmax(softmax: ir.Node) -> _Match | None:
             inside += found[1]
     k = fa._unrepeated(k)[0] if fa._unrepeated(k) is not None else k  # type: ignore[index]
     v = fa._unrepeated(v)[0] if fa._unrepeated(v) is not None else v  # type: ignore[index]
+    if grouped is not None:         # the view groups q's heads by K's heads, the mask tiled n
+        hq, hkv = _dim(q, 1), _dim(k, 1)
+        if not (isinstance(hq, int) and hkv == grouped[2] and hq % grouped[2] == 0 and
+                tiles in (1, hq // grouped[2])):
+            return None
     return _finish(inside[-1], q, k, v, mask, s1 * s2 * c, output, inside)
+
+
+def _tiles(value: ir.Value | None) -> int:
+    """n when `value` is Tile(x, [1, 1, n, 1]), else 1."""
+    tile = f.producer(value, "Tile")
+    reps = _ints(tile.inputs[1]) if tile is not None and len(tile.inputs) > 1 else None
+    return reps[2] if reps is not None and len(reps) == 4 and value is not _untiled(value) else 1
 
 
 def _untiled(value: ir.Value | None) -> ir.Value | None:
@@ -565,14 +580,47 @@ def _untiled(value: ir.Value | None) -> ir.Value | None:
     return tile.inputs[0]
 
 
-def _grouped_query(value: ir.Value | None) -> tuple[ir.Value, ir.Node] | None:
-    """(q, the Reshape) when `value` is Reshape(q) of a 4-D q to (B, Hkv, n * S, D) with the
-    same B and D: FuseAttentionPass's grouped-heads view."""
+def _grouped_query(value: ir.Value | None) -> tuple[ir.Value, ir.Node, int] | None:
+    """(q, the Reshape, Hkv) when `value` is Reshape(q) of a 4-D q (B, H, S, D) to
+    (B, Hkv, n * S, D), its shape [0 | B, Hkv, *, 0 | D] with Hkv and D constant (a constant, or
+    a Concat of four one-element parts): FuseAttentionPass's grouped-heads view."""
     view = f.producer(value, "Reshape")
     if view is None or view.inputs[0] is None or f.rank(view.inputs[0]) != 4 or \
-            len(value.uses()) != 1:
+            len(value.uses()) != 1 or len(view.inputs) < 2:  # type: ignore[union-attr]
         return None
-    return view.inputs[0], view
+    q, target = view.inputs[0], view.inputs[1]
+    dims = _ints(target)
+    parts: list[list[int] | None]
+    add = f.producer(target, "Add")
+    if dims is not None:
+        parts = [[d] for d in dims]
+    elif add is not None:   # c0 + Shape(q) * c1: c0 where c1 is 0, q's dim where 1 (c0 0)
+        parts = []
+        for a, b in ((0, 1), (1, 0)):
+            c0, mul = _ints(add.inputs[a]), f.producer(add.inputs[b], "Mul")
+            if c0 is None or mul is None or len(c0) != 4:
+                continue
+            for i, j in ((0, 1), (1, 0)):
+                c1, shape = _ints(mul.inputs[j]), f.producer(mul.inputs[i], "Shape")
+                x = None if shape is None else shape.inputs[0]
+                if c1 is None or len(c1) != 4 or x is None or f.rank(x) != 4 or \
+                        shape.attributes.get("start") is not None:  # type: ignore[union-attr]
+                    continue
+                # x's dim i, known equal to q's (the views of all layers share one Shape)
+                parts = [[v] if w == 0 else [0] if (w, v) == (1, 0) and _same_dim(
+                    _dim(x, k), _dim(q, k)) else None for k, (v, w) in enumerate(zip(c0, c1))]
+    else:
+        cat = f.producer(target, "Concat")
+        if cat is None or len(cat.inputs) != 4:
+            return None
+        parts = [_ints(x) for x in cat.inputs]
+    if len(parts) != 4 or any(p is not None and len(p) != 1 for p in parts):
+        return None
+    hkv, d = parts[1], parts[3]
+    if hkv is None or d is None or hkv[0] <= 0 or d[0] not in (0, _dim(q, 3)) or \
+            (parts[0] is not None and parts[0][0] not in (0, _dim(q, 0))):
+        return None
+    return q, view, hkv[0]
 
 
 def _finish(anchor: ir.Node, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.Value,
