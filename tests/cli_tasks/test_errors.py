@@ -63,13 +63,18 @@ def test_non_empty_output_dir(checkpoints: Any, tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.onnx"]
 
 
+# In process (export_checkpoint, no CLI subprocess: cheaper); the CLI's exit status and
+# message for CheckpointError / WeightsError are tested above and below.
+
+
 def test_unreadable_config(tmp_path: Path) -> None:
+    from onnxport.tasks import CheckpointError, export_checkpoint
+
     (tmp_path / "ck").mkdir()
     (tmp_path / "ck" / "config.json").write_text('{"model_type": "bert", ')
     out = tmp_path / "out"
-    proc = run_cli("export", "--model", str(tmp_path / "ck"), str(out))
-    assert proc.returncode == 1
-    assert "CheckpointError: cannot read" in proc.stderr and "config.json" in proc.stderr
+    with pytest.raises(CheckpointError, match=r"cannot read .*config\.json"):
+        export_checkpoint(tmp_path / "ck", out)
     _no_leftovers(out)
 
 
@@ -86,6 +91,8 @@ class _Unsafe:
 def test_pickle_needing_unsafe_unpickle(checkpoints: Any, tmp_path: Path) -> None:
     import torch
 
+    from onnxport.tasks import WeightsError, export_checkpoint
+
     ck = tmp_path / "ck"
     ck.mkdir()
     shutil.copy(checkpoints("bert") / "config.json", ck / "config.json")
@@ -93,9 +100,8 @@ def test_pickle_needing_unsafe_unpickle(checkpoints: Any, tmp_path: Path) -> Non
     torch.save({"bert.embeddings.word_embeddings.weight": _Unsafe(marker)},
                ck / "pytorch_model.bin")
     out = tmp_path / "out"
-    proc = run_cli("export", "--model", str(ck), str(out))
-    assert proc.returncode == 1
-    assert "WeightsError" in proc.stderr and "pytorch_model.bin" in proc.stderr
+    with pytest.raises(WeightsError, match=r"pytorch_model\.bin"):
+        export_checkpoint(ck, out)
     assert not marker.exists()  # nothing was unpickled unsafely
     _no_leftovers(out)
 
