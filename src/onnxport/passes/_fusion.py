@@ -299,13 +299,17 @@ class Namer:
             node = make_node(self, anchor, "Constant", [], {"value": tensor}, dtype=tensor.dtype,
                              shape=ir.Shape(data.shape))
             node.outputs[0].const_value = tensor
-            first = next(iter(self.graph), None)
-            if first is None:
-                self.graph.append(node)
-            else:
-                self.graph.insert_before(first, node)
+            self.at_top(node)
             self.constants[key] = node.outputs[0]
         return self.constants[key]
+
+    def at_top(self, node: ir.Node) -> None:
+        """Put `node` (a constant) first in the graph."""
+        first = next(iter(self.graph), None)
+        if first is None:
+            self.graph.append(node)
+        else:
+            self.graph.insert_before(first, node)
 
 
 def unit_scale(namer: Namer, anchor: ir.Node, x: ir.Value, k: int) -> ir.Value | None:
@@ -316,6 +320,17 @@ def unit_scale(namer: Namer, anchor: ir.Node, x: ir.Value, k: int) -> ir.Value |
     if dims is None or x.dtype is None:
         return None
     return namer.constant(anchor, np.ones(dims, dtype=x.dtype.numpy()))
+
+
+def insert_after_value(graph: ir.Graph, value: ir.Value, nodes: ir.Node | Sequence[ir.Node]) -> None:
+    """Put `nodes` (which read `value`) right after `value`'s producer in `graph`, or before the
+    first non-Constant node when `value` is a graph input, an initializer or from an outer
+    graph: a value computed once, where every later reader sees it."""
+    producer = value.producer()
+    if producer is not None and producer.graph is graph:
+        graph.insert_after(producer, nodes)
+    else:
+        graph.insert_before(next(n for n in graph if n.op_type != "Constant"), nodes)
 
 
 def make_node(namer: Namer, anchor: ir.Node, op_type: str, inputs: Sequence[ir.Value | None],

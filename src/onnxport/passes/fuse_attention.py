@@ -319,12 +319,7 @@ def _additive_mask(graph: ir.Graph, namer: f.Namer, m: _Eager,
             inf = namer.constant(where, np.array(fill, dtype=np.float32))
             node = f.make_node(namer, where, "Where", [cond, zero, inf] if keep else
                                [cond, inf, zero], dtype=ir.DataType.FLOAT, shape=cond.shape)
-            producer = cond.producer()
-            if producer is not None and producer.graph is graph:
-                graph.insert_after(producer, node)
-            else:
-                first = next(n for n in graph if n.op_type != "Constant")
-                graph.insert_before(first, node)
+            f.insert_after_value(graph, cond, node)
             additive[key] = node.outputs[0]
     if data is not None and (data == keep).all():      # nothing masked: no Add at all
         ir.convenience.replace_all_uses_with(where.outputs[0], scores)
@@ -464,12 +459,7 @@ def _tiled_mask(graph: ir.Graph, namer: f.Namer, anchor: ir.Node, mask: ir.Value
         value = new[-1].outputs[0]
     repeats = namer.constant(anchor, np.array([1, 1, n, 1], dtype=np.int64))
     new.append(f.make_node(namer, anchor, "Tile", [value, repeats], dtype=mask.dtype))
-    producer = mask.producer()
-    if producer is not None and producer.graph is graph:
-        graph.insert_after(producer, new)
-    else:
-        first = next(node for node in graph if node.op_type != "Constant")
-        graph.insert_before(first, new)
+    f.insert_after_value(graph, mask, new)
     tiled[key] = new[-1].outputs[0]
     return tiled[key]
 

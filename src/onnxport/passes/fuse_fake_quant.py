@@ -634,10 +634,6 @@ def _zero_point(namer: f.Namer, anchor: ir.Node, data: np.ndarray, qtype: ir.Dat
         node = f.make_node(namer, anchor, "Constant", [], {"value": tensor}, dtype=qtype,
                            shape=ir.Shape(list(data.shape)))
         node.outputs[0].const_value = tensor
-        first = next(iter(namer.graph), None)
-        if first is None:
-            namer.graph.append(node)
-        else:
-            namer.graph.insert_before(first, node)
+        namer.at_top(node)
         return node.outputs[0]
     return namer.constant(anchor, data.astype(qtype.numpy()))

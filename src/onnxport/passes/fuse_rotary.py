@@ -31,6 +31,8 @@ rotation that reads S (the q and k of every layer): two nodes a rotation fewer.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import onnx_ir as ir
 
@@ -256,26 +258,29 @@ class FuseRotaryPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified)
 
 
+def rotation_readings(add: ir.Node) -> Iterator[tuple[ir.Node, ir.Node, ir.Value, ir.Value]]:
+    """Every reading of `add` as `Mul(x, C) + Mul(rot, S)`: (the cos Mul, the sin Mul, rot, S)."""
+    for first, second in ((0, 1), (1, 0)):
+        m_cos = f.producer(add.inputs[first], "Mul")
+        m_sin = f.producer(add.inputs[second], "Mul")
+        if m_cos is None or m_sin is None or m_cos is m_sin:
+            continue
+        for rot, s_val in _mul_parts(m_sin):
+            yield m_cos, m_sin, rot, s_val
+
+
 def _fold_signs(model: ir.Model) -> bool:
     modified = False
     per_graph: dict[int, dict[int, ir.Value]] = {}
     for graph, namer, add in f.standard_nodes(model, ("Add",)):
         signed = per_graph.setdefault(id(graph), {})
-        for first, second in ((0, 1), (1, 0)):
-            m_cos = f.producer(add.inputs[first], "Mul")
-            m_sin = f.producer(add.inputs[second], "Mul")
-            if m_cos is None or m_sin is None or m_cos is m_sin:
+        for m_cos, m_sin, rot, s_val in rotation_readings(add):
+            x = _rotate_half_of(rot)
+            if x is None or all(v is not x for v in m_cos.inputs) or \
+                    not _only_inside([*reversed(_rotation_nodes(rot)), m_sin]):
                 continue
-            for rot, s_val in _mul_parts(m_sin):
-                x = _rotate_half_of(rot)
-                if x is None or all(v is not x for v in m_cos.inputs) or \
-                        not _only_inside([*reversed(_rotation_nodes(rot)), m_sin]):
-                    continue
-                _signed_rotation(graph, namer, m_sin, rot, x, s_val, signed)
-                modified = True
-                break
-            else:
-                continue
+            _signed_rotation(graph, namer, m_sin, rot, x, s_val, signed)
+            modified = True
             break
     return modified
 
@@ -306,11 +311,7 @@ def _signed_rotation(graph: ir.Graph, namer: f.Namer, m_sin: ir.Node, rot: ir.Va
         else:
             mul = f.make_node(namer, m_sin, "Mul", [s_val, namer.constant(cat, signs)],
                               dtype=s_val.dtype)
-            producer = s_val.producer()
-            if producer is not None and producer.graph is graph:
-                graph.insert_after(producer, mul)
-            else:
-                graph.insert_before(next(n for n in graph if n.op_type != "Constant"), mul)
+            f.insert_after_value(graph, s_val, mul)
             signed[key] = mul.outputs[0]
     new_mul = f.make_node(namer, m_sin, "Mul", [swapped.outputs[0], signed[key]],
                           dtype=m_sin.outputs[0].dtype)
@@ -328,30 +329,25 @@ def _mul_parts(mul: ir.Node | None) -> list[tuple[ir.Value, ir.Value]]:
 
 def _fuse(graph: ir.Graph, namer: f.Namer, add: ir.Node,
           halves: dict[tuple[int, bool], ir.Value]) -> bool:
-    for first, second in ((0, 1), (1, 0)):
-        m_cos = f.producer(add.inputs[first], "Mul")
-        m_sin = f.producer(add.inputs[second], "Mul")
-        if m_cos is None or m_sin is None or m_cos is m_sin:
+    for m_cos, m_sin, rot, s_val in rotation_readings(add):
+        interleaved = False
+        x = _rotate_half_of(rot)
+        if x is None:
+            x, interleaved = _rotate_pairs_of(rot), True
+        if x is None:
             continue
-        for rot, s_val in _mul_parts(m_sin):
-            interleaved = False
-            x = _rotate_half_of(rot)
-            if x is None:
-                x, interleaved = _rotate_pairs_of(rot), True
-            if x is None:
+        for x_val, c_val in _mul_parts(m_cos):
+            if x_val is not x:
                 continue
-            for x_val, c_val in _mul_parts(m_cos):
-                if x_val is not x:
-                    continue
-                cos = _cache_source(c_val, x, interleaved)
-                sin = _cache_source(s_val, x, interleaved)
-                if cos is None or sin is None:
-                    continue
-                nodes = [m_cos, m_sin, *reversed(_rotation_nodes(rot)), add]
-                if not _only_inside(nodes):   # pieces read elsewhere: leave the pattern
-                    continue
-                _emit(graph, namer, add, x, cos, sin, nodes, halves, interleaved)
-                return True
+            cos = _cache_source(c_val, x, interleaved)
+            sin = _cache_source(s_val, x, interleaved)
+            if cos is None or sin is None:
+                continue
+            nodes = [m_cos, m_sin, *reversed(_rotation_nodes(rot)), add]
+            if not _only_inside(nodes):   # pieces read elsewhere: leave the pattern
+                continue
+            _emit(graph, namer, add, x, cos, sin, nodes, halves, interleaved)
+            return True
     return False
 
 

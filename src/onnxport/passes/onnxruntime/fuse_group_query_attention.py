@@ -321,27 +321,23 @@ def _rotary(value: ir.Value) -> _Rotary | None:
         return _Rotary(x, cs[0], cs[1], interleaved)
     if node.op_type != "Add":
         return None
-    for first, second in ((0, 1), (1, 0)):
-        m_cos, m_sin = f.producer(node.inputs[first], "Mul"), f.producer(node.inputs[second], "Mul")
-        if m_cos is None or m_sin is None or m_cos is m_sin:
+    for m_cos, _, rot, s_val in fr.rotation_readings(node):
+        interleaved = False
+        x = fr._rotate_half_of(rot)
+        signed = fr.signed_rotation_of(rot, s_val) if x is None else None
+        if signed is not None:      # below opset 23: the negation in the sine
+            x, s_val = signed
+        if x is None:
+            x, interleaved = fr._rotate_pairs_of(rot), True
+        if x is None:
             continue
-        for rot, s_val in fr._mul_parts(m_sin):
-            interleaved = False
-            x = fr._rotate_half_of(rot)
-            signed = fr.signed_rotation_of(rot, s_val) if x is None else None
-            if signed is not None:      # below opset 23: the negation in the sine
-                x, s_val = signed
-            if x is None:
-                x, interleaved = fr._rotate_pairs_of(rot), True
-            if x is None:
+        for x_val, c_val in fr._mul_parts(m_cos):
+            if x_val is not x:
                 continue
-            for x_val, c_val in fr._mul_parts(m_cos):
-                if x_val is not x:
-                    continue
-                cos = fr._cache_source(c_val, x, interleaved)
-                sin = fr._cache_source(s_val, x, interleaved)
-                if cos is not None and sin is not None:
-                    return _Rotary(x, cos, sin, interleaved)
+            cos = fr._cache_source(c_val, x, interleaved)
+            sin = fr._cache_source(s_val, x, interleaved)
+            if cos is not None and sin is not None:
+                return _Rotary(x, cos, sin, interleaved)
     return None
 
 
@@ -456,6 +452,15 @@ def _cache_concat(value: ir.Value | None) -> tuple[ir.Value, ir.Value] | None:
     return past, new
 
 
+def _unrepeated_kv(value: ir.Value, inside: list[ir.Node]) -> ir.Value:
+    """x when `value` is repeat_kv(x) (its nodes added to `inside`), else `value`."""
+    found = fa._unrepeated(value)
+    if found is None:
+        return value
+    inside += found[1]
+    return found[0]
+
+
 def _match_attention(node: ir.Node) -> _Match | None:
     """ONNX Attention (opset >= 23) over a cache, with a boolean mask."""
     if len(node.inputs) != 4 or any(v is None for v in node.inputs) or \
@@ -470,12 +475,7 @@ def _match_attention(node: ir.Node) -> _Match | None:
     q, k, v, mask = node.inputs
     assert q is not None and k is not None and v is not None and mask is not None
     inside = [node]
-    for value in (k, v):
-        found = fa._unrepeated(value)
-        if found is not None:
-            inside += found[1]
-    k = fa._unrepeated(k)[0] if fa._unrepeated(k) is not None else k  # type: ignore[index]
-    v = fa._unrepeated(v)[0] if fa._unrepeated(v) is not None else v  # type: ignore[index]
+    k, v = _unrepeated_kv(k, inside), _unrepeated_kv(v, inside)
     d = _dim(q, 3)
     scale_attr = node.attributes.get("scale")
     scale = scale_attr.as_float() if scale_attr is not None else (
@@ -549,12 +549,7 @@ def _match_softmax(softmax: ir.Node) -> _Match | None:
         output = back.outputs[0]
     if not f.internal(inside, output):
         return None
-    for value in (k, v):
-        found = fa._unrepeated(value)
-        if found is not None:
-            inside += found[1]
-    k = fa._unrepeated(k)[0] if fa._unrepeated(k) is not None else k  # type: ignore[index]
-    v = fa._unrepeated(v)[0] if fa._unrepeated(v) is not None else v  # type: ignore[index]
+    k, v = _unrepeated_kv(k, inside), _unrepeated_kv(v, inside)
     if grouped is not None:         # the view groups q's heads by K's heads, the mask tiled n
         hq, hkv = _dim(q, 1), _dim(k, 1)
         if not (isinstance(hq, int) and hkv == grouped[2] and hq % grouped[2] == 0 and
