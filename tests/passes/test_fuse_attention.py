@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -233,3 +234,45 @@ def test_opset_18_per_head_mask_keeps_repeat() -> None:
     after = fuse(before, FuseAttentionPass())
     assert ops(after)["Expand"] == 2
     assert_same(model, args, before, after)
+
+
+def _repeat_kv(x: torch.Tensor, n: int) -> torch.Tensor:
+    b, h, s, d = x.shape
+    return x if n == 1 else x[:, :, None].expand(b, h, n, s, d).reshape(b, h * n, s, d)
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2], ids=["mha", "gqa"])
+def test_opset_18_zero_rows_by_a_multiply(kv_heads: int) -> None:
+    """Below opset 23, a boolean mask known only at run time: the additive mask's fill is the
+    lowest float32 (not -inf) and the IsNaN/Where on the probabilities becomes one Mul of the
+    output by the rows that keep a key (computed once): equal to eager on a fully masked row
+    (zeros) and on the others, for two attentions sharing the mask."""
+
+    class Twice(torch.nn.Module):
+        def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k2: torch.Tensor,
+                    v2: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+            sdpa = torch.nn.functional.scaled_dot_product_attention
+            k, v, k2, v2 = (_repeat_kv(t, q.shape[1] // t.shape[1]) for t in (k, v, k2, v2))
+            y = sdpa(q, k, v, attn_mask=m)
+            return sdpa(y, k2, v2, attn_mask=m)
+
+    torch.manual_seed(0)
+    q = torch.randn(2, 4, 5, 8)
+    k, v, k2, v2 = (torch.randn(2, kv_heads, 5, 8) for _ in range(4))
+    m = torch.rand(2, 1, 5, 5) > 0.4
+    m[:, :, :, 0] = True
+    m[0, 0, 1] = False                                  # a row where every key is masked
+    args = (q, k, v, k2, v2, m)
+    before = unfused(Wrap(Twice()), args)
+    assert ops(before)["IsNaN"] == 2
+    after = fuse(before, FuseAttentionPass())
+    got = ops(after)
+    assert got["IsNaN"] == 0 and got["ReduceMax"] == 1 and got["Softmax"] == 2
+    values = [n.attributes["value"].as_tensor().numpy() for n in nodes_of(after, "Constant")
+              if n.outputs[0].uses()]
+    assert not any(np.isinf(x).any() for x in values if x.dtype == np.float32)
+    assert_same(Wrap(Twice()), args, before, after)
+    with torch.no_grad():
+        expected = Twice()(*args)
+    out = after(*args)[0]
+    assert (out[0, :, 1] == 0).all() and (expected[0, :, 1] == 0).all()

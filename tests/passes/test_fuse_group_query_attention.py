@@ -88,6 +88,9 @@ def _assert_fused(program: onnxport.ONNXProgram, layers: int, rotary: bool = Tru
     assert counts["GroupQueryAttention"] == layers
     # qkv (packed), o, gate, up, down a layer, lm_head; q, k, v apart when rotated outside
     assert counts["MatMul"] == (5 if rotary else 7) * layers + 1
+    # every residual Add + RMS norm but the first layer's input norm, though the rows are
+    # dynamic: a graph with a KV cache is gated by its decode steps (fuse_skip_norm.py)
+    assert counts["SkipSimplifiedLayerNormalization"] == 2 * layers
     # attention, its mask, the cache Concats, repeat_kv and the rotations are all gone
     for op in ("Attention", "Softmax", "IsNaN", "GatherND", "And", "LessOrEqual",
                *(("RotaryEmbedding", "Neg") if rotary else ())):

@@ -149,16 +149,17 @@ def test_constant_causal_mask_is_additive_without_zero_rows() -> None:
 
 
 def test_input_mask_is_shared_and_keeps_zero_rows() -> None:
-    """A mask computed from an input: one Where(mask, 0, -inf) shared by both attentions, an
-    Add each, and the zero rows of fully masked queries kept (that row is all masked here)."""
+    """A mask computed from an input: one Where(mask, 0, lowest float) shared by both
+    attentions, an Add each, and the zero rows of fully masked queries kept (that row is all
+    masked here) by one Mul each with the rows that keep a key, computed once."""
     model = Padded()
     q = torch.randn(2, 2, 4, 8)
     keep = torch.tensor([[True, True, False, True], [False, False, False, False]])
     args = (q, torch.randn(2, 2, 4, 8), torch.randn(2, 2, 4, 8), keep)
     before = unfused(model, args)
     after = fuse(before, FuseAttentionPass())
-    assert ops(after)["IsNaN"] == 2
-    assert ops(after)["Where"] == 3          # the shared additive mask, two zero-row guards
+    assert ops(after)["IsNaN"] == 0 and ops(after)["ReduceMax"] == 1
+    assert ops(after)["Where"] == 1          # the shared additive mask
     assert_same(model, args, before, after)
 
 

@@ -167,6 +167,12 @@ def test_gate() -> None:
         "SkipSimplifiedLayerNormalization"] == 0
     assert ops(fuse(_program(PreNorm(torch.nn.LayerNorm(H)), one_row, 18), gated))[
         "SkipLayerNormalization"] == 0
+    # dynamic rows count as one only in a graph with a KV cache (a GroupQueryAttention)
+    model.eval()
+    rows = torch.export.Dim("rows")
+    dynamic = onnxport.export(model, _args(rows=2, batch=1), opset_version=23,
+                              dynamic_shapes=({1: rows}, {1: rows}))
+    assert ops(fuse(dynamic, gated))["SkipSimplifiedLayerNormalization"] == 0
 
 
 def test_target_export_runs_the_pass() -> None:

@@ -33,6 +33,13 @@ Below opset 23:
    varies over the query axis is tiled n times along it, once for every attention sharing it
    (a constant when the mask is).
 
+5. **Masks.** A boolean mask applied as Where(mask, S, -inf) becomes Add(S, A), A computed
+   once for every attention sharing the mask (a constant for a constant mask; none for an
+   all-True one). A mask known only at run time gets the lowest float32 as A's fill, and the
+   IsNaN/Where zeroing the (B, H, Sq, Skv) probabilities of fully masked rows becomes one Mul
+   of the (B, H, Sq, D) output by the rows that keep a key (`ReduceMax(Cast(mask), -1)`, once
+   per mask): one node a layer fewer, on a smaller tensor, and exact (see `_additive_mask`).
+
 At every opset: two Transposes in a row (the head split followed by attention's K
 transpose) become one with the composed permutation.
 """
@@ -300,7 +307,13 @@ def _additive_mask(graph: ir.Graph, namer: f.Namer, m: _Eager,
     A = Where(mask, 0, -inf), computed once for every attention sharing the mask (what eager
     PyTorch's math attention does: a boolean mask is turned into an additive one), or a
     constant when the mask is. With a constant mask that leaves every query row at least one
-    key, no row of the Softmax is NaN, so the IsNaN/Where that zeroes such rows goes."""
+    key, no row of the Softmax is NaN, so the IsNaN/Where that zeroes such rows goes.
+
+    With a mask known only at run time, A's fill is the lowest float32 instead of -inf and the
+    IsNaN/Where on the (B, H, Sq, Skv) probabilities becomes one Mul of the (B, H, Sq, D)
+    output by the rows that keep a key, computed once per mask. Exact: a kept score plus the
+    lowest float still exponentiates to 0 beside the row's maximum, and a fully masked row
+    (uniform weights instead of NaN) is multiplied by 0, as eager's zero row."""
     assert m.where is not None
     cond, keep, fill = m.where
     where = next(n for n in m.nodes if n.op_type == "Where" and n.inputs[0] is cond
@@ -309,6 +322,10 @@ def _additive_mask(graph: ir.Graph, namer: f.Namer, m: _Eager,
     if scores is None or scores.dtype != ir.DataType.FLOAT:
         return False
     data = f.constant(cond)
+    isnan = next((n for n in m.nodes if n.op_type == "IsNaN"), None)
+    rows = data is None and math.isinf(fill) and isnan is not None
+    if rows:
+        fill = float(np.finfo(np.float32).min)
     key = (id(cond), keep, fill)
     if key not in additive and (data is None or not (data == keep).all()):
         if data is not None:
@@ -328,17 +345,62 @@ def _additive_mask(graph: ir.Graph, namer: f.Namer, m: _Eager,
         add = f.make_node(namer, where, "Add", [scores, additive[key]], dtype=scores.dtype,
                           shape=where.outputs[0].shape)
         f.replace(graph, [where], [add], where.outputs[0], add.outputs[0])
-    if data is not None and math.isinf(fill):
+    if rows:
+        assert isnan is not None
+        _rows_guard(graph, namer, m, isnan, _kept_rows(graph, namer, where, cond, keep, additive))
+    elif data is not None and math.isinf(fill):
         kept = np.broadcast_to(data == keep, np.broadcast_shapes(data.shape, (1, 1)))
-        isnan = next((n for n in m.nodes if n.op_type == "IsNaN"), None)
         if isnan is not None and kept.any(axis=-1).all():
-            guard = only = f.only_user(isnan.outputs[0], "Where")
-            assert only is not None
+            guard = f.only_user(isnan.outputs[0], "Where")
+            assert guard is not None
             probs = guard.inputs[2]
             assert probs is not None
             ir.convenience.replace_all_uses_with(guard.outputs[0], probs)
             graph.remove([guard, isnan], safe=True)
     return True
+
+
+def _kept_rows(graph: ir.Graph, namer: f.Namer, anchor: ir.Node, cond: ir.Value, keep: bool,
+               cache: dict) -> ir.Value:  # type: ignore[type-arg]
+    """1.0 where a query row of the boolean mask keeps at least one key, else 0.0: the mask's
+    shape with its last axis 1, computed once per mask."""
+    key = ("rows", id(cond), keep)
+    if key not in cache:
+        shape = ir.Shape([*cond.shape[:-1], 1]) if cond.shape is not None else None
+        cast = f.make_node(namer, anchor, "Cast", [cond], {"to": ir.DataType.FLOAT},
+                           dtype=ir.DataType.FLOAT, shape=cond.shape)
+        axes = namer.constant(anchor, np.array([-1], dtype=np.int64))
+        new = [cast, f.make_node(namer, anchor, "ReduceMax" if keep else "ReduceMin",
+                                 [cast.outputs[0], axes], {"keepdims": 1},
+                                 dtype=ir.DataType.FLOAT, shape=shape)]
+        if not keep:        # True masks: a row keeps a key unless its minimum is 1
+            one = namer.constant(anchor, np.array(1, dtype=np.float32))
+            new.append(f.make_node(namer, anchor, "Sub", [one, new[-1].outputs[0]],
+                                   dtype=ir.DataType.FLOAT, shape=shape))
+        f.insert_after_value(graph, cond, new)
+        cache[key] = new[-1].outputs[0]
+    return cache[key]
+
+
+def _rows_guard(graph: ir.Graph, namer: f.Namer, m: _Eager, isnan: ir.Node,
+                kept: ir.Value) -> None:
+    """The IsNaN/Where zeroing the probabilities of fully masked rows becomes Mul(Y, kept)."""
+    guard = f.only_user(isnan.outputs[0], "Where")
+    assert guard is not None and guard.inputs[2] is not None
+    ir.convenience.replace_all_uses_with(guard.outputs[0], guard.inputs[2])
+    graph.remove([guard, isnan], safe=True)
+    pv = m.nodes[-1]
+    y = pv.outputs[0]
+    uses = list(y.uses())
+    mul = f.make_node(namer, pv, "Mul", [y, kept], dtype=y.dtype, shape=y.shape)
+    graph.insert_after(pv, mul)
+    for use in uses:
+        use.node.replace_input_with(use.idx, mul.outputs[0])
+    if y.is_graph_output():         # the Mul's output takes the graph output's place and name
+        graph.outputs[list(graph.outputs).index(y)] = mul.outputs[0]
+        name, y.name = y.name, f"{y.name}_unguarded"
+        mul.outputs[0].name = name
+    m.nodes = [n for n in m.nodes if n is not guard and n is not isnan]
 
 
 def _grouped_heads(graph: ir.Graph, namer: f.Namer, m: _Eager,

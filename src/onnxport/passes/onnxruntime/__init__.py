@@ -24,10 +24,11 @@ def onnxruntime_passes() -> list[ir.passes.PassBase]:
     # GroupQueryAttention: decoder attention over a KV cache whose mask is provably causal (and
     # padding), rotary inside where its positions are the cache's (fuse_group_query_attention.py).
     # Skip*LayerNormalization only where ORT 1.32's CPU kernels measured faster than Add + norm:
-    # RMS norms of <= 512 elements (decode steps of small models); see fuse_skip_norm.py.
+    # RMS norms of <= 512 elements (decode steps of small models; dynamic rows count as one
+    # in a graph with a KV cache); see fuse_skip_norm.py.
     return [FuseGroupQueryAttentionPass(),
             FuseFakeQuantPass(exact=False),  # also x * (1/s) activations: one step at a tie
-            FuseSkipNormPass(max_elements=512, layer_norm=False),
+            FuseSkipNormPass(max_elements=512, layer_norm=False, decode_rows=True),
             FuseMatMulNBitsPass(bits=(4,)),  # int4 only: ORT's 8-bit fp32 path is slower (matmul_nbits.py)
             Uint8WeightsPass()]  # int8 weights as uint8: ORT's exact U8U8 kernels (uint8_weights.py)
 

@@ -489,7 +489,9 @@ def _match_softmax(softmax: ir.Node) -> _Match | None:
         P = Softmax(MatMul(q [* s1], Transpose(K, [0, 1, 3, 2]) [* s2]) [* c] + Where(M, 0, -inf))
         Y = MatMul(Where(IsNaN(P), 0, P), V)
 
-    (the IsNaN/Where gives the zero rows of fully masked queries, which GQA also gives)."""
+    or, with the lowest float32 for -inf, Y = Mul(MatMul(P, V), ReduceMax(Cast(M), -1)) (the
+    IsNaN/Where, or the Mul by the rows that keep a key, gives the zero rows of fully masked
+    queries, which GQA also gives)."""
     axis = softmax.attributes.get("axis")
     if axis is None or axis.as_int() not in (-1, 3) or softmax.inputs[0] is None:
         return None
@@ -502,7 +504,7 @@ def _match_softmax(softmax: ir.Node) -> _Match | None:
         tiles = _tiles(add.inputs[b])
         where = f.producer(_untiled(add.inputs[b]), "Where")
         if where is not None and f.scalar(where.inputs[1]) == 0 and \
-                f.scalar(where.inputs[2]) == -math.inf and where.inputs[0] is not None:
+                f.scalar(where.inputs[2]) in (-math.inf, _LOWEST) and where.inputs[0] is not None:
             scores, mask = add.inputs[a], where.inputs[0]
             break
     else:
@@ -527,16 +529,19 @@ def _match_softmax(softmax: ir.Node) -> _Match | None:
     if tiles != 1 and grouped is None:
         return None
     probs = softmax.outputs[0]
-    uses = [u.node for u in probs.uses()]
-    isnan = next((n for n in uses if n.op_type == "IsNaN" and not n.domain), None)
-    zero = next((n for n in uses if n.op_type == "Where" and not n.domain), None)
-    if probs.is_graph_output() or len(uses) != 2 or isnan is None or zero is None or \
-            zero.inputs[0] is not isnan.outputs[0] or zero.inputs[2] is not probs or \
-            f.scalar(zero.inputs[1]) != 0.0:
-        return None
-    inside += [isnan, zero]
-    pv = f.only_user(zero.outputs[0], "MatMul")
-    if pv is None or pv.inputs[0] is not zero.outputs[0] or pv.inputs[1] is None:
+    finite = f.scalar(where.inputs[2]) == _LOWEST
+    if not finite:
+        uses = [u.node for u in probs.uses()]
+        isnan = next((n for n in uses if n.op_type == "IsNaN" and not n.domain), None)
+        zero = next((n for n in uses if n.op_type == "Where" and not n.domain), None)
+        if probs.is_graph_output() or len(uses) != 2 or isnan is None or zero is None or \
+                zero.inputs[0] is not isnan.outputs[0] or zero.inputs[2] is not probs or \
+                f.scalar(zero.inputs[1]) != 0.0:
+            return None
+        inside += [isnan, zero]
+        probs = zero.outputs[0]
+    pv = f.only_user(probs, "MatMul")
+    if pv is None or pv.inputs[0] is not probs or pv.inputs[1] is None:
         return None
     inside.append(pv)
     k, v = kt_node.inputs[0], pv.inputs[1]
@@ -547,6 +552,12 @@ def _match_softmax(softmax: ir.Node) -> _Match | None:
             return None
         inside.append(back)
         output = back.outputs[0]
+    if finite:                      # the zero rows: Mul(Y, rows of M keeping a key)
+        rows = f.only_user(output, "Mul")
+        if rows is None or _kept_rows_of(f.other_input(rows, output)) is not mask:
+            return None
+        inside.append(rows)
+        output = rows.outputs[0]
     if not f.internal(inside, output):
         return None
     k, v = _unrepeated_kv(k, inside), _unrepeated_kv(v, inside)
@@ -556,6 +567,26 @@ def _match_softmax(softmax: ir.Node) -> _Match | None:
                 tiles in (1, hq // grouped[2])):
             return None
     return _finish(inside[-1], q, k, v, mask, s1 * s2 * c, output, inside)
+
+
+_LOWEST = float(np.finfo(np.float32).min)
+
+
+def _kept_rows_of(value: ir.Value | None) -> ir.Value | None:
+    """M when `value` is ReduceMax(Cast(M, float), axes=[-1], keepdims=1) of a boolean M."""
+    reduce = f.producer(value, "ReduceMax")
+    cast = f.producer(reduce.inputs[0], "Cast") if reduce is not None else None
+    if reduce is None or cast is None or len(reduce.inputs) != 2 or \
+            _ints(reduce.inputs[1]) not in ([-1], [_rank_minus_one(cast.inputs[0])]) or \
+            cast.inputs[0] is None or cast.inputs[0].dtype != ir.DataType.BOOL:
+        return None
+    keep = reduce.attributes.get("keepdims")
+    return cast.inputs[0] if keep is None or keep.as_int() == 1 else None
+
+
+def _rank_minus_one(value: ir.Value | None) -> int:
+    r = f.rank(value)
+    return -1 if r is None else r - 1
 
 
 def _tiles(value: ir.Value | None) -> int:

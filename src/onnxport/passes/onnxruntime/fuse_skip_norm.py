@@ -3,7 +3,7 @@
 Matched wherever a normalization over the last axis reads a sum of two tensors of its own
 shape (the residual connection), with or without a 1-D bias added to that sum:
 
-    s   = Add(input, skip) [+ bias]            input, skip: same static shape, rank 2 or 3
+    s   = Add(input, skip) [+ bias]            input, skip: same shape, rank 2 or 3
     out = LayerNormalization(s, gamma[, beta])  -> com.microsoft.SkipLayerNormalization
     out = RMSNormalization(s, gamma)            -> com.microsoft.SkipSimplifiedLayerNormalization
     out = Div(s, Sqrt(ReduceMean(Pow(s, 2)) + eps)) [* gamma]   (the RMS form the default
@@ -24,9 +24,12 @@ and SkipSimplifiedLayerNormalization is faster than Add + SimplifiedLayerNormali
 to ~512 elements (1 x 256, 2 x 256, 1 x 512; even at 1 x 768, slower from 1 x 1024: decode
 steps of small models). ORT also forms SkipLayerNormalization by itself when the Add's inputs
 are 3-D (FuseRowsPass keeps them 2-D, which avoids that). The pass therefore takes a gate:
-`max_elements` (the static element count of the normalized tensor; None = no limit) and
-`layer_norm` (whether LayerNormalization is fused at all). The instance the ONNX Runtime
-target runs uses the measured gate: RMS norms only, <= 512 elements.
+`max_elements` (the static element count of the normalized tensor; None = no limit),
+`layer_norm` (whether LayerNormalization is fused at all) and `decode_rows` (in a graph that
+attends over a KV cache, i.e. holds a GroupQueryAttention, a norm over dynamic rows counts as
+one row: such a graph runs one token a step after its prefill, and the prefill's slower norms
+cost less than the steps gain). The instance the ONNX Runtime target runs uses the measured
+gate: RMS norms only, <= 512 elements, decode rows.
 """
 
 from __future__ import annotations
@@ -168,15 +171,22 @@ def _sum(s: ir.Value, shape: list[int], with_bias: bool) -> _Sum | None:
 class FuseSkipNormPass(ir.passes.InPlacePass):
     """Add(input, skip) [+ bias] -> norm  =>  Skip(Simplified)LayerNormalization (gated)."""
 
-    def __init__(self, max_elements: int | None = None, layer_norm: bool = True) -> None:
+    def __init__(self, max_elements: int | None = None, layer_norm: bool = True,
+                 decode_rows: bool = False) -> None:
         super().__init__()
         self.max_elements = max_elements
         self.layer_norm = layer_norm
+        self.decode_rows = decode_rows
+        self._decoding = False
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         for graph in f.graphs(model):
             namer = f.Namer(graph)
+            # A graph attending over a KV cache (GroupQueryAttention) runs mostly as decode
+            # steps: with `decode_rows`, its norms of dynamic rows are gated as one row each.
+            self._decoding = self.decode_rows and any(
+                n.op_type == "GroupQueryAttention" and n.domain == CONTRIB_DOMAIN for n in graph)
             for node in list(graph):
                 if node.graph is not graph:
                     continue
@@ -193,11 +203,20 @@ class FuseSkipNormPass(ir.passes.InPlacePass):
             return False
         if x.dtype not in _KERNEL_TYPES or x.shape is None or len(x.shape) not in (2, 3):
             return False
-        shape = f.static_dims(x, range(len(x.shape)))
+        shape: list | None = f.static_dims(x, range(len(x.shape)))  # type: ignore[type-arg]
+        rows = 1
+        if shape is None and self._decoding:    # dynamic rows, counted as one (a decode step)
+            dims = list(x.shape)
+            if isinstance(dims[-1], int) and all(
+                    isinstance(d, int) or d.value is not None for d in dims):
+                shape = dims
+            rows = int(np.prod([d for d in dims[:-1] if isinstance(d, int)]))
+        elif shape is not None:
+            rows = int(np.prod(shape[:-1]))
         if shape is None or 0 in shape:
             return False
         hidden = shape[-1]
-        if self.max_elements is not None and int(np.prod(shape)) > self.max_elements:
+        if self.max_elements is not None and rows * hidden > self.max_elements:
             return False
         if norm.gamma is not None and not _hidden_vector(norm.gamma, hidden):
             return False
