@@ -11,6 +11,7 @@ import torch
 
 import onnxport
 from onnxport.passes import FuseAttentionPass
+from onnxport.passes import _fusion as f
 from tests.passes.fusion_helpers import Wrap, assert_same, fuse, nodes_of, ops, unfused
 
 B, S, HID, H = 2, 6, 32, 4
@@ -168,10 +169,15 @@ def test_transformers_models_at_opset_23(kind: str, attn: str) -> None:
     got = ops(program)
     assert got["Attention"] == 2 and got["Softmax"] == 0 and got["Expand"] == 0
     for node in nodes_of(program, "Attention"):
-        if kind == "bert":   # q/k/v straight from the Linears, output straight to o_proj
-            assert node.attributes["q_num_heads"].as_int() == 4
-        else:                # rotary in between: 4-D, but K/V not repeated (2 kv heads)
-            assert node.inputs[1].shape[1] == 2 and node.inputs[2].shape[1] == 2
+        # q/k/v straight from the Linears (Llama: rotated in 3-D), output straight to o_proj
+        assert node.attributes["q_num_heads"].as_int() == 4
+        assert node.attributes["kv_num_heads"].as_int() == (4 if kind == "bert" else 2)
+        assert all(f.rank(v) == 3 for v in node.inputs[:3])
+    if kind == "llama":
+        rotations = nodes_of(program, "RotaryEmbedding")
+        assert len(rotations) == 4
+        assert all(len(n.attributes["perm"].as_ints()) == 2 for n in nodes_of(program, "Transpose"))
+        assert {n.attributes["num_heads"].as_int() for n in rotations} == {4, 2}
     with torch.no_grad():
         expected = model(**inputs).last_hidden_state
     torch.testing.assert_close(program(**inputs)[0], expected, rtol=1e-4, atol=1e-4)
@@ -276,3 +282,33 @@ def test_opset_18_zero_rows_by_a_multiply(kv_heads: int) -> None:
         expected = Twice()(*args)
     out = after(*args)[0]
     assert (out[0, :, 1] == 0).all() and (expected[0, :, 1] == 0).all()
+
+
+@pytest.mark.parametrize("family,position_ids", [("llama", False), ("qwen2", False),
+                                                 ("llama", True)])
+def test_cache_as_past_inputs_at_opset_23(family: str, position_ids: bool) -> None:
+    """A decoder with a KV cache: each layer is one 3-D Attention reading the cache as
+    past_key / past_value (its presents are the graph's), the rotations in 3-D, and the
+    decode steps of a left-padded batch equal eager."""
+    from onnxport import llm
+    from tests.passes.test_fuse_group_query_attention import _decode_equals_eager, _model
+
+    model = _model(family)
+    program = llm.export_decoder_with_cache(model, opset_version=23,
+                                            with_position_ids=position_ids)
+    attentions = nodes_of(program, "Attention")
+    assert len(attentions) == 2
+    outputs = {v.name for v in program.model.graph.outputs}
+    inputs = {v.name for v in program.model.graph.inputs}
+    for i, node in enumerate(attentions):
+        assert [v.name for v in node.inputs[4:]] == [f"past_key_values.{i}.key",
+                                                     f"past_key_values.{i}.value"]
+        assert node.inputs[4].name in inputs
+        assert [v.name for v in node.outputs[1:]] == [f"present.{i}.key", f"present.{i}.value"]
+        assert {v.name for v in node.outputs[1:]} <= outputs
+        assert all(f.rank(v) == 3 for v in node.inputs[:3]) and f.rank(node.outputs[0]) == 3
+    assert not any(any(v is not None and v.name in inputs for v in n.inputs)
+                   for n in nodes_of(program, "Concat"))          # no cache Concat left
+    assert {n.attributes["num_heads"].as_int() for n in nodes_of(program, "RotaryEmbedding")} \
+        == {4, 2}
+    _decode_equals_eager(model, program, position_ids=position_ids)

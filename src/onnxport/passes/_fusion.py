@@ -222,6 +222,14 @@ def empty_trailing(value: ir.Value, k: int) -> bool:
     return any(isinstance(d, int) and d == 0 for d in list(value.shape)[-k:])
 
 
+def same_dim(a: object, b: object) -> bool:
+    """Two dims known equal: equal ints, or symbolic dims of the same (non-empty) name."""
+    if isinstance(a, int) or isinstance(b, int):
+        return isinstance(a, int) and isinstance(b, int) and a == b
+    va, vb = getattr(a, "value", None), getattr(b, "value", None)
+    return va is not None and va == vb
+
+
 def static_dims(value: ir.Value, axes: Iterable[int]) -> list[int] | None:
     """The sizes of `axes` of `value` when they are all static."""
     if value.shape is None:

@@ -21,11 +21,17 @@ At opset >= 23 (ONNX `Attention`):
 3. **3-D inputs.** When Q, K and V are each `Transpose(Reshape(x, [B, S, H, D]),
    perm=[0, 2, 1, 3])` of a 3-D x, Attention takes the x's with `q_num_heads` /
    `kv_num_heads`; when its output is then `Reshape(Transpose(Y, perm=[0, 2, 1, 3]),
-   [B, S, H * D])`, its 3-D output replaces that Reshape. Eight nodes a layer fewer.
+   [B, S, H * D])`, its 3-D output replaces that Reshape. Eight nodes a layer fewer. A
+   RotaryEmbedding between the split and Attention (q and k of decoders) moves before the
+   split, on the 3-D x with `num_heads`: its cos/sin caches do not depend on the layout.
+4. **Key/value cache.** K = Concat(past_key, k_new, axis=2) and V likewise, read by the
+   attention alone: Attention takes k_new, v_new and `past_key` / `past_value`, and its
+   `present_key` / `present_value` outputs replace the Concats (the graph's presents). With
+   3. and 4. a decoder layer's attention is one node between its projections.
 
 Below opset 23:
 
-4. **Grouped heads without repeat_kv.** When K and V are `repeat_kv` of x_k, x_v (Hkv heads,
+5. **Grouped heads without repeat_kv.** When K and V are `repeat_kv` of x_k, x_v (Hkv heads,
    each serving n = H / Hkv query heads), the query is viewed as (B, Hkv, n * S, D) (a free
    Reshape: query head h = j * n + g belongs to kv head j) and multiplied by x_k and x_v
    themselves; the product is viewed back as (B, H, S, D). The expanded copies of K and V go,
@@ -33,7 +39,7 @@ Below opset 23:
    varies over the query axis is tiled n times along it, once for every attention sharing it
    (a constant when the mask is).
 
-5. **Masks.** A boolean mask applied as Where(mask, S, -inf) becomes Add(S, A), A computed
+6. **Masks.** A boolean mask applied as Where(mask, S, -inf) becomes Add(S, A), A computed
    once for every attention sharing the mask (a constant for a constant mask; none for an
    all-True one). A mask known only at run time gets the lowest float32 as A's fill, and the
    IsNaN/Where zeroing the (B, H, Sq, Skv) probabilities of fully masked rows becomes one Mul
@@ -72,13 +78,7 @@ def _single(value: ir.Value | None) -> bool:
 def _same_dims(a: ir.Value | None, b: ir.Value | None, axes: range) -> bool:
     if a is None or b is None or a.shape is None or b.shape is None:
         return False
-    for i in axes:
-        x, y = a.shape[i], b.shape[i]
-        if not (isinstance(x, int) and isinstance(y, int) and x == y) and \
-                not (not isinstance(x, int) and not isinstance(y, int) and x.value is not None
-                     and x.value == y.value):
-            return False
-    return True
+    return all(f.same_dim(a.shape[i], b.shape[i]) for i in axes)
 
 
 def _scaled(value: ir.Value | None) -> tuple[ir.Value | None, float, list[ir.Node]]:
@@ -245,8 +245,62 @@ def _head_split(value: ir.Value) -> tuple[ir.Value, int, list[ir.Node]] | None:
     return x, int(h), [r, t]
 
 
+@dataclass
+class _Split:
+    """A 4-D Attention input that is a 3-D tensor's head split, perhaps rotated after it."""
+    x: ir.Value                         # the 3-D (B, S, H * D) tensor
+    heads: int
+    nodes: list[ir.Node]                # the split (and the 4-D rotation), to remove
+    rotary: ir.Node | None = None       # RotaryEmbedding(split, cos, sin[, positions])
+
+
+def _rotated_split(value: ir.Value) -> _Split | None:
+    """The head split of a 3-D x, or RotaryEmbedding of that split: RotaryEmbedding takes the
+    3-D x itself with `num_heads` (its cos/sin caches do not depend on the layout)."""
+    rot = f.producer(value, "RotaryEmbedding")
+    if rot is not None and "num_heads" not in rot.attributes and _single(value) and \
+            rot.inputs[0] is not None:
+        found = _head_split(rot.inputs[0])
+        return None if found is None else _Split(found[0], found[1], [*found[2], rot], rot)
+    found = _head_split(value)
+    return None if found is None else _Split(*found)
+
+
+def _three_d(namer: f.Namer, anchor: ir.Node, split: _Split, new: list[ir.Node]) -> ir.Value:
+    """The 3-D input Attention takes for `split` (a 3-D rotation appended to `new`)."""
+    if split.rotary is None:
+        return split.x
+    attrs = _attrs(split.rotary)
+    attrs["num_heads"] = split.heads
+    node = f.make_node(namer, anchor, "RotaryEmbedding", [split.x, *split.rotary.inputs[1:]],
+                       attrs, dtype=split.x.dtype, shape=split.x.shape)
+    new.append(node)
+    return node.outputs[0]
+
+
+def _cache(value: ir.Value | None, attention: ir.Node) -> tuple[ir.Value, ir.Value, ir.Node] | None:
+    """`value` = Concat(past, new, axis=2) of 4-D tensors read by `attention` alone (and
+    perhaps a graph output): (past, new, the Concat)."""
+    node = f.producer(value, "Concat")
+    axis = node.attributes.get("axis") if node is not None else None
+    if node is None or axis is None or axis.as_int() not in (2, -2) or len(node.inputs) != 2 \
+            or value is None or any(u.node is not attention for u in value.uses()):
+        return None
+    past, new = node.inputs
+    if past is None or new is None or f.rank(past) != 4 or f.rank(new) != 4 or \
+            past.dtype != new.dtype:
+        return None
+    return past, new, node
+
+
 def _head_merge(y: ir.Value) -> tuple[ir.Value, list[ir.Node]] | None:
-    """Reshape(Transpose(y, [0, 2, 1, 3]), [B, S, H * D]): (the Reshape's output, nodes)."""
+    """[Reshape(y) to y's own shape ->] Reshape(Transpose(y, [0, 2, 1, 3]), [B, S, H * D]):
+    (the last Reshape's output, nodes)."""
+    same: list[ir.Node] = []
+    view = f.only_user(y, "Reshape")
+    if view is not None and view.inputs[0] is y and f.rank(y) == 4 and \
+            _same_dims(y, view.outputs[0], range(4)):
+        y, same = view.outputs[0], [view]
     t = f.only_user(y, "Transpose")
     if t is None or _perm(t) != _HEADS:
         return None
@@ -260,7 +314,7 @@ def _head_merge(y: ir.Value) -> tuple[ir.Value, list[ir.Node]] | None:
     h, d = t.outputs[0].shape[2], t.outputs[0].shape[3]
     if not (isinstance(h, int) and isinstance(d, int) and out.shape[2] == h * d):
         return None
-    return out, [t, r]
+    return out, [*same, t, r]
 
 
 def _attrs(node: ir.Node) -> dict[str, object]:
@@ -560,8 +614,9 @@ def _to_attention(graph: ir.Graph, namer: f.Namer, m: _Eager) -> None:
 
 
 def _lean_inputs(graph: ir.Graph, namer: f.Namer, node: ir.Node) -> bool:
-    """Drop repeat_kv before K and V; take 3-D inputs and give a 3-D output where the head
-    split and merge are around the node."""
+    """Drop repeat_kv before K and V; read a key/value cache as `past_key` / `past_value`
+    (present = the Concat), and take 3-D inputs and give a 3-D output where the head split
+    (rotated or not) and merge are around the node."""
     if len(node.inputs) < 3 or len(node.inputs) > 4 or len(node.outputs) != 1 or \
             any(v is None or f.rank(v) != 4 for v in node.inputs[:3]):
         return False
@@ -575,17 +630,48 @@ def _lean_inputs(graph: ir.Graph, namer: f.Namer, node: ir.Node) -> bool:
     if removed:
         modified = True
         _remove(graph, removed)
-    splits = [_head_split(v) for v in node.inputs[:3]]  # type: ignore[arg-type]
+    q, k, v = node.inputs[:3]
+    assert q is not None and k is not None and v is not None
+    caches = _cache(k, node), _cache(v, node)
+    past = caches if caches[0] is not None and caches[1] is not None else None
+    if past is not None:
+        k, v = past[0][1], past[1][1]
+    splits = [_rotated_split(q), _rotated_split(k), _rotated_split(v)]
     merged = _head_merge(node.outputs[0])
-    if any(s is None for s in splits) or merged is None or splits[1][1] != splits[2][1] or \
-            "q_num_heads" in node.attributes or len(node.outputs) != 1:  # type: ignore[index]
+    three_d = all(s is not None for s in splits) and merged is not None and \
+        splits[1].heads == splits[2].heads  # type: ignore[union-attr]
+    if not three_d and past is None or "q_num_heads" in node.attributes:
         return modified
-    (q, hq, qn), (k, hkv, kn), (v, _, vn) = splits  # type: ignore[misc]
     attrs = _attrs(node)
-    attrs["q_num_heads"], attrs["kv_num_heads"] = hq, hkv
-    new = f.make_node(namer, node, "Attention", [q, k, v, *node.inputs[3:]], attrs,
-                      dtype=node.outputs[0].dtype)
-    f.replace(graph, [*qn, *kn, *vn, node, *merged[1]], [new], merged[0], new.outputs[0])
+    new: list[ir.Node] = []
+    old: list[ir.Node] = [node]
+    y = node.outputs[0]
+    if three_d:
+        sq, sk, sv = splits  # type: ignore[misc]
+        attrs["q_num_heads"], attrs["kv_num_heads"] = sq.heads, sk.heads  # type: ignore[union-attr]
+        q, k, v = (_three_d(namer, node, s, new) for s in (sq, sk, sv))  # type: ignore[arg-type]
+        old += [n for s in splits for n in s.nodes] + merged[1]  # type: ignore[union-attr,index]
+        y = merged[0]  # type: ignore[index]
+    mask = node.inputs[3] if len(node.inputs) > 3 else None
+    inputs = [q, k, v, mask]
+    if past is not None:
+        inputs += [past[0][0], past[1][0]]
+        old += [past[0][2], past[1][2]]
+    while inputs[-1] is None:
+        inputs.pop()
+    attention = ir.node("Attention", inputs, attributes=attrs, name=namer(node, "Attention"),
+                        metadata_props=dict(node.metadata_props),
+                        num_outputs=3 if past is not None else 1)
+    attention.outputs[0].name = f"{attention.name.lstrip('/').replace('/', '_')}_out"
+    new.append(attention)
+    if past is not None:        # the Concats' outputs are now the node's presents
+        for cache, present in zip(past, attention.outputs[1:]):
+            concat = cache[2].outputs[0]
+            name = concat.name
+            concat.name = f"{name}__fused" if name else None
+            present.name, present.dtype, present.shape = name, concat.dtype, concat.shape
+            ir.convenience.replace_all_uses_with(concat, present, replace_graph_outputs=True)
+    f.replace(graph, old, new, y, attention.outputs[0])
     return True
 
 

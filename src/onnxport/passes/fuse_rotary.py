@@ -361,6 +361,25 @@ def _only_inside(nodes: list[ir.Node]) -> bool:
     return True
 
 
+def _batch_source(x: ir.Value) -> ir.Value:
+    """The value before the head split (Transpose keeping axis 0, Reshape keeping dim 0) that
+    `x` is a view of: its batch is x's, and reading it leaves the split's values to the
+    rotation alone (FuseAttentionPass then moves the rotation before the split)."""
+    while True:
+        node = f.producer(x, "Transpose", "Reshape")
+        src = node.inputs[0] if node is not None else None
+        if node is None or src is None or src.shape is None or x.shape is None or \
+                not src.shape or not x.shape:
+            return x
+        if node.op_type == "Transpose":
+            perm = node.attributes.get("perm")
+            if perm is None or perm.as_ints()[0] != 0:
+                return x
+        elif not f.same_dim(src.shape[0], x.shape[0]):
+            return x
+        x = src
+
+
 def _half(graph: ir.Graph, namer: f.Namer, anchor: ir.Node, c: ir.Value, x: ir.Value,
           halves: dict[tuple[int, bool], ir.Value], interleaved: bool) -> ir.Value:
     """c[..., :d/2] (c[..., ::2] when interleaved), expanded to x's batch, built once per c,
@@ -378,7 +397,7 @@ def _half(graph: ir.Graph, namer: f.Namer, anchor: ir.Node, c: ir.Value, x: ir.V
     out = node.outputs[0]
     new = [node]
     if c.shape[0] != x.shape[0]:             # (1, seq, d/2) -> (batch, seq, d/2)
-        batch = f.make_node(namer, anchor, "Shape", [x], {"start": 0, "end": 1},
+        batch = f.make_node(namer, anchor, "Shape", [_batch_source(x)], {"start": 0, "end": 1},
                             dtype=ir.DataType.INT64, shape=ir.Shape([1]))
         ones = namer.constant(anchor, np.array([1, 1], dtype=np.int64))
         dims = f.make_node(namer, anchor, "Concat", [batch.outputs[0], ones], {"axis": 0},

@@ -6,6 +6,8 @@ and the new keys/values (whatever module wrote it), in either form the default p
 
     K = Concat(past_key, k_new, axis=2)          V = Concat(past_value, v_new, axis=2)
     Y = Attention(q, K | repeat_kv(K), V | repeat_kv(V), M)              (opset >= 23)
+    Y, K, V = Attention(q3, k3_new, v3_new, M, past_key, past_value)      (opset >= 23, the
+        lean form FuseAttentionPass leaves: 3-D inputs, rotated in 3-D, presents as outputs)
     Y = MatMul(Where(IsNaN(P), 0, P), repeat_kv(V))                       (below 23)
         P = Softmax(MatMul(q * s, Transpose(repeat_kv(K))) + Where(M, 0, -inf))
 
@@ -79,14 +81,6 @@ def _ints(value: ir.Value | None) -> list[int] | None:
 def _attr_int(node: ir.Node, name: str, default: int) -> int:
     a = node.attributes.get(name)
     return default if a is None else a.as_int()
-
-
-def _same_dim(a: object, b: object) -> bool:
-    """Two dims known equal: equal ints, or symbolic dims of the same (non-empty) name."""
-    if isinstance(a, int) or isinstance(b, int):
-        return isinstance(a, int) and isinstance(b, int) and a == b
-    va, vb = getattr(a, "value", None), getattr(b, "value", None)
-    return va is not None and va == vb
 
 
 def _dim(value: ir.Value | None, axis: int) -> object:
@@ -165,10 +159,10 @@ def _query_positions(value: ir.Value | None, seq: object, past: ir.Value) -> boo
     for a, b in ((0, 1), (1, 0)):
         rng = _unit_range(add.inputs[a])
         src = _dim_source(add.inputs[b])
-        if rng is None or src is None or not _same_dim(_dim(rng.outputs[0], 0), seq):
+        if rng is None or src is None or not f.same_dim(_dim(rng.outputs[0], 0), seq):
             continue
         x, k = src
-        if f.rank(x) == 4 and k == 2 and _same_dim(_dim(x, 2), _dim(past, 2)):
+        if f.rank(x) == 4 and k == 2 and f.same_dim(_dim(x, 2), _dim(past, 2)):
             return True
     return False
 
@@ -188,7 +182,7 @@ def _causal(value: ir.Value, seq: object, total: object, past: ir.Value
         return None
     keys, positions = _strip_unsqueeze(kv4), _strip_unsqueeze(q4)
     rng = _unit_range(keys)
-    if rng is None or positions is None or not _same_dim(_dim(keys, 0), total) or \
+    if rng is None or positions is None or not f.same_dim(_dim(keys, 0), total) or \
             not _query_positions(positions, seq, past) or rng.inputs[1] is None:
         return None
     assert keys is not None
@@ -277,7 +271,7 @@ def _padding(x: ir.Value, keys: ir.Value) -> ir.Value | None:
         return None
     b_range = _unit_range(_strip_unsqueeze(b_idx))
     if b_range is None or list(b_idx.shape or [])[1:] != [1, 1, 1] or \
-            not _same_dim(_dim(b_range.outputs[0], 0), _dim(data, 0)):
+            not f.same_dim(_dim(b_range.outputs[0], 0), _dim(data, 0)):
         return None
     return data
 
@@ -288,7 +282,7 @@ def _padding(x: ir.Value, keys: ir.Value) -> ir.Value | None:
 
 @dataclass
 class _Rotary:
-    x: ir.Value            # the rotated input (B, H, S, D)
+    x: ir.Value            # the rotated input (B, H, S, D), or (B, S, H * D)
     cos: ir.Value          # c (1, S, D), halves (or pairs) equal
     sin: ir.Value
     interleaved: bool
@@ -300,12 +294,17 @@ def _rotary(value: ir.Value) -> _Rotary | None:
         return None
     if node.op_type == "RotaryEmbedding":
         if len(node.inputs) != 3 or node.inputs[0] is None or \
-                _attr_int(node, "rotary_embedding_dim", 0) != 0 or "num_heads" in node.attributes:
+                _attr_int(node, "rotary_embedding_dim", 0) != 0:
             return None
         x = node.inputs[0]
         interleaved = bool(_attr_int(node, "interleaved", 0))
+        heads = _attr_int(node, "num_heads", 0)
         d = _dim(x, 3)
-        if f.rank(x) != 4 or not isinstance(d, int):
+        if heads and f.rank(x) == 3 and isinstance(_dim(x, 2), int):
+            d = int(_dim(x, 2)) // heads  # type: ignore[arg-type]
+        elif f.rank(x) != 4 or heads:
+            return None
+        if not isinstance(d, int):
             return None
         cs = []
         for half in node.inputs[1:]:
@@ -429,17 +428,28 @@ def _positionwise(c: ir.Value, positions: ir.Value) -> list[ir.Node] | None:
 @dataclass
 class _Match:
     anchor: ir.Node                  # the Attention node / the final MatMul
-    q: ir.Value                      # (B, Hq, S, D), after any rotary kept in the graph
+    q: ir.Value                      # (B, Hq, S, D) or (B, S, Hq * D), after any rotary kept
     k_new: ir.Value
     v_new: ir.Value
     past_key: ir.Value
     past_value: ir.Value
     present_key: ir.Value
     present_value: ir.Value
-    output: ir.Value                 # (B, Hq, S, D)
+    output: ir.Value                 # (B, Hq, S, D), or (B, S, Hq * D) with 3-D inputs
     mask: ir.Value                   # boolean
     scale: float
     inside: list[ir.Node] = field(default_factory=list)   # nodes that may read K / V
+    heads: tuple[int, int] = (0, 0)  # (Hq, Hkv) of 3-D inputs
+
+    @property
+    def seq(self) -> object:
+        return _dim(self.q, 1 if self.heads[0] else 2)
+
+    @property
+    def head_size(self) -> int:
+        if self.heads[0]:
+            return int(_dim(self.q, 2)) // self.heads[0]  # type: ignore[arg-type]
+        return int(_dim(self.q, 3))  # type: ignore[arg-type]
 
 
 def _cache_concat(value: ir.Value | None) -> tuple[ir.Value, ir.Value] | None:
@@ -462,15 +472,20 @@ def _unrepeated_kv(value: ir.Value, inside: list[ir.Node]) -> ir.Value:
 
 
 def _match_attention(node: ir.Node) -> _Match | None:
-    """ONNX Attention (opset >= 23) over a cache, with a boolean mask."""
-    if len(node.inputs) != 4 or any(v is None for v in node.inputs) or \
-            any(o.uses() or o.is_graph_output() for o in node.outputs[1:]):
+    """ONNX Attention (opset >= 23) over a cache, with a boolean mask: reading the cache as
+    Concat(past, new) inputs, or as past_key / past_value inputs (4-D or 3-D)."""
+    cached = len(node.inputs) == 6 and len(node.outputs) >= 3
+    if len(node.inputs) not in (4, 6) or any(v is None for v in node.inputs) or \
+            any(o.uses() or o.is_graph_output() for o in node.outputs[3 if cached else 1:]):
         return None
-    if _attr_int(node, "is_causal", 0) or _attr_int(node, "qk_matmul_output_mode", 0) or \
-            "q_num_heads" in node.attributes or "kv_num_heads" in node.attributes:
+    if _attr_int(node, "is_causal", 0) or _attr_int(node, "qk_matmul_output_mode", 0):
         return None
     softcap = node.attributes.get("softcap")
     if softcap is not None and softcap.as_float() != 0.0:
+        return None
+    if cached:
+        return _match_cached(node)
+    if "q_num_heads" in node.attributes or "kv_num_heads" in node.attributes:
         return None
     q, k, v, mask = node.inputs
     assert q is not None and k is not None and v is not None and mask is not None
@@ -481,6 +496,33 @@ def _match_attention(node: ir.Node) -> _Match | None:
     scale = scale_attr.as_float() if scale_attr is not None else (
         1 / math.sqrt(d) if isinstance(d, int) else float("nan"))
     return _finish(node, q, k, v, mask, scale, node.outputs[0], inside)
+
+
+def _match_cached(node: ir.Node) -> _Match | None:
+    """Attention(q, k_new, v_new, M, past_key, past_value) -> (Y, present_key, present_value)."""
+    q, k, v, mask, past_k, past_v = node.inputs
+    assert q is not None and k is not None and v is not None and mask is not None
+    assert past_k is not None and past_v is not None
+    hq, hkv = _attr_int(node, "q_num_heads", 0), _attr_int(node, "kv_num_heads", 0)
+    rank = 3 if hq and hkv else 4
+    if any(f.rank(x) != rank for x in (q, k, v)) or f.rank(past_k) != 4 or \
+            f.rank(past_v) != 4 or q.dtype not in _TYPES or \
+            any(x.dtype != q.dtype for x in (k, v, past_k, past_v)):
+        return None
+    if rank == 4:
+        hq, hkv, d = _dim(q, 1), _dim(past_k, 1), _dim(q, 3)
+    else:
+        hidden = _dim(q, 2)
+        d = hidden // hq if isinstance(hidden, int) and hidden % hq == 0 else None
+    if not all(isinstance(n, int) and n > 0 for n in (hq, hkv, d)) or hq % hkv or \
+            _dim(past_k, 1) != hkv or _dim(past_v, 1) != hkv or _dim(past_k, 3) != d or \
+            _dim(past_v, 3) != d:  # type: ignore[operator]
+        return None
+    scale_attr = node.attributes.get("scale")
+    scale = scale_attr.as_float() if scale_attr is not None else 1 / math.sqrt(d)  # type: ignore[arg-type]
+    y, present_k, present_v = node.outputs[:3]
+    return _Match(node, q, k, v, past_k, past_v, present_k, present_v, y, mask, scale, [node],
+                  (int(hq), int(hkv)) if rank == 3 else (0, 0))  # type: ignore[arg-type]
 
 
 def _match_softmax(softmax: ir.Node) -> _Match | None:
@@ -633,7 +675,7 @@ def _grouped_query(value: ir.Value | None) -> tuple[ir.Value, ir.Node, int] | No
                         shape.attributes.get("start") is not None:  # type: ignore[union-attr]
                     continue
                 # x's dim i, known equal to q's (the views of all layers share one Shape)
-                parts = [[v] if w == 0 else [0] if (w, v) == (1, 0) and _same_dim(
+                parts = [[v] if w == 0 else [0] if (w, v) == (1, 0) and f.same_dim(
                     _dim(x, k), _dim(q, k)) else None for k, (v, w) in enumerate(zip(c0, c1))]
     else:
         cat = f.producer(target, "Concat")
@@ -941,9 +983,12 @@ class _State:
         self.caches[key] = out
         return out
 
-    def _three_d(self, anchor: ir.Node, x4: ir.Value, new: list[ir.Node]) -> tuple[ir.Value, int]:
+    def _three_d(self, anchor: ir.Node, x4: ir.Value, new: list[ir.Node], heads: int
+                 ) -> tuple[ir.Value, int]:
         """(B, S, H * D) of a (B, H, S, D) value: its head split's input, else Transpose +
-        Reshape nodes (appended to `new`)."""
+        Reshape nodes (appended to `new`); a 3-D value of `heads` heads as it is."""
+        if heads and f.rank(x4) == 3:
+            return x4, heads
         split = _split(x4)
         if split is not None:
             return split
@@ -956,7 +1001,7 @@ class _State:
         return r.outputs[0], h
 
     def rewrite(self, m: _Match, rotary: bool) -> bool:
-        mk = _mask(m.mask, _dim(m.q, 2), _dim(m.present_key, 2), m.past_key)
+        mk = _mask(m.mask, m.seq, _dim(m.present_key, 2), m.past_key)
         if mk is None:
             return False
         anchor = self.at = m.anchor
@@ -972,16 +1017,16 @@ class _State:
                 do_rotary, q, k = True, rq.x, rk.x
                 chain = chain_c + [n for n in chain_s if n not in chain_c]
         new: list[ir.Node] = []
-        q3, hq = self._three_d(anchor, q, new)
-        k3, hkv = self._three_d(anchor, k, new)
-        v3, hv = self._three_d(anchor, m.v_new, new)
+        q3, hq = self._three_d(anchor, q, new, m.heads[0])
+        k3, hkv = self._three_d(anchor, k, new, m.heads[1])
+        v3, hv = self._three_d(anchor, m.v_new, new, m.heads[1])
         if hv != hkv:
             return False
         seqlens, total, qlens = self._lengths(anchor, mk, m.past_key)
         bias = self._bias(anchor, mk, m.q.dtype, m.past_key)  # type: ignore[arg-type]
         cos = sin = None
         attrs: dict[str, object] = {"num_heads": hq, "kv_num_heads": hkv}
-        d = int(m.q.shape[3])  # type: ignore[index,arg-type]
+        d = m.head_size
         if not math.isclose(m.scale, 1 / math.sqrt(d), rel_tol=1e-6):
             attrs["scale"] = float(m.scale)
         if do_rotary:
@@ -999,7 +1044,7 @@ class _State:
         out.name = f"{gqa.name.lstrip('/').replace('/', '_')}_out"
         out.dtype = m.q.dtype
         new.append(gqa)
-        merged = _merge_of(m.output)
+        merged = m.output if m.heads[0] else _merge_of(m.output)
         if merged is None:        # back to (B, H, S, D)
             shape = self._const(anchor, np.array([0, 0, hq, d], dtype=np.int64))
             r = f.make_node(self.namer, anchor, "Reshape", [out, shape], dtype=out.dtype)
