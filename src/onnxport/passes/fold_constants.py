@@ -10,6 +10,9 @@ apply_weights may replace) are folded too: the attention masks a static sequence
 determines (a causal (1, 1, S, S) mask built from arange/cumsum/comparisons), so the
 attention fusion and ONNX Runtime see a constant mask. Floating-point data is never folded
 beyond build-time folding (its values must come from the runtime's own kernels).
+
+A floating-point Mul or Div by a constant 1 (a rotary embedding's `attention_scaling` of 1.0,
+written into the graph by the module) is dropped: its result is its other operand, exactly.
 """
 
 from __future__ import annotations
@@ -84,14 +87,41 @@ def _fold_mask(node: ir.Node, attrs: dict[str, object]) -> np.ndarray | None:
     return result
 
 
+def _unit_operand(node: ir.Node) -> ir.Value | None:
+    """x of Mul(x, 1), Mul(1, x) or Div(x, 1) with the 1 a Constant node (never an initializer,
+    which apply_weights may replace) of at most x's rank, one element, x's dtype: the product
+    is x exactly (x * 1 is x in IEEE arithmetic, NaN and -0 included) and of x's shape."""
+    if node.op_type not in ("Mul", "Div") or len(node.inputs) != 2:
+        return None
+    out = node.outputs[0]
+    for i, j in ((1, 0), (0, 1)) if node.op_type == "Mul" else ((1, 0),):
+        one, x = node.inputs[i], node.inputs[j]
+        if one is None or x is None or one.is_initializer() or one.is_graph_input():
+            continue
+        data = folding.constant_data(one)
+        if data is None or data.size != 1 or data.dtype.kind != "f" or float(data.reshape(())) != 1.0:
+            continue
+        if x.dtype is None or x.dtype != out.dtype or x.dtype.numpy() != data.dtype or \
+                x.shape is None or data.ndim > len(x.shape):
+            continue
+        return x
+    return None
+
+
 class FoldConstantsPass(ir.passes.InPlacePass):
-    """Fold constant subexpressions of the main graph."""
+    """Fold constant subexpressions of the main graph; drop multiplications by a constant 1."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         graph = model.graph
         for node in list(graph):
             if node.domain or len(node.outputs) != 1 or node.op_type == "Constant":
+                continue
+            x = _unit_operand(node)
+            if x is not None and not node.outputs[0].is_graph_output():
+                ir.convenience.replace_all_uses_with(node.outputs[0], x)
+                graph.remove(node, safe=True)
+                modified = True
                 continue
             attrs = {name: _attr_value(a) for name, a in node.attributes.items()}
             result = folding.try_fold(node.op_type, list(node.inputs), attrs)
