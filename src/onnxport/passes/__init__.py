@@ -9,6 +9,7 @@ import onnx_ir.passes.common as common
 
 from onnxport.errors import PassError
 from onnxport.passes.fold_constants import FoldConstantsPass
+from onnxport.passes.fold_scale import FoldScaleIntoGemmPass
 from onnxport.passes.fuse_attention import FuseAttentionPass
 from onnxport.passes.fuse_dynamic_quant import FuseDynamicQuantMatMulPass
 from onnxport.passes.fuse_fake_quant import FuseFakeQuantPass
@@ -24,7 +25,7 @@ from onnxport.passes.pretranspose_weights import PretransposeWeightsPass, transp
 def fusion_passes() -> list[ir.passes.PassBase]:
     """Every fusion pass, in the order they run (the default list runs those that pay off)."""
     return [FuseFakeQuantPass(), FuseLayerNormPass(), FuseRMSNormPass(), FuseGeluPass(), FuseRotaryPass(), FuseAttentionPass(),
-            FuseRowsPass(), FuseGemmPass(), FuseDynamicQuantMatMulPass()]
+            FuseRowsPass(), FuseGemmPass(), FoldScaleIntoGemmPass(), FuseDynamicQuantMatMulPass()]
 
 
 # The fusions `default_passes()` runs: those that made ONNX Runtime (CPU) measurably faster in
@@ -39,8 +40,10 @@ def fusion_passes() -> list[ir.passes.PassBase]:
 # in two runs of benchmarks/bench_decode.py (docs/benchmarks.md, "LLM decode").
 # FuseFakeQuantPass (exact rewrites only): fake-quantized weights as integer initializers +
 # DequantizeLinear, so ORT forms its weight kernels (docs/quantization.md).
+# FoldScaleIntoGemmPass: attention's query scale (below opset 23) as the query Gemm's alpha:
+# one node and one elementwise pass a layer fewer (BERT, ViT, Llama encoders).
 DEFAULT_FUSIONS = (FuseFakeQuantPass, FuseLayerNormPass, FuseRMSNormPass, FuseGeluPass, FuseRotaryPass, FuseAttentionPass,
-                   FuseRowsPass, FuseGemmPass, FuseDynamicQuantMatMulPass)
+                   FuseRowsPass, FuseGemmPass, FoldScaleIntoGemmPass, FuseDynamicQuantMatMulPass)
 
 
 # PretransposeWeightsPass is not in the default list: a weight stored transposed keeps its
@@ -106,6 +109,6 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase] | None = No
 
 
 PassFactory = Callable[[], ir.passes.PassBase]
-__all__ = ["FoldConstantsPass", "FuseAttentionPass", "FuseFakeQuantPass", "FuseGeluPass", "FuseGemmPass", "FuseLayerNormPass",
+__all__ = ["FoldConstantsPass", "FoldScaleIntoGemmPass", "FuseAttentionPass", "FuseFakeQuantPass", "FuseGeluPass", "FuseGemmPass", "FuseLayerNormPass",
            "FuseRMSNormPass", "FuseRotaryPass", "FuseRowsPass", "PretransposeWeightsPass", "cleanup_passes", "default_passes",
            "fusion_passes", "run_passes", "target_passes", "transposed_weights", "TARGETS"]
