@@ -89,7 +89,9 @@ def test_op(entry: OpTest, dtype: torch.dtype, request: pytest.FixtureRequest) -
                 failures.append(f"sample {i} {describe(sample)}: {type(e).__name__}: "
                                 f"{str(e).strip()[:600]}")
     if whole_gaps:
-        if not failures:
+        if not failures and whole_gaps[0].strict:
             pytest.fail(f"unexpected pass (strict xfail): {whole_gaps[0].reason}")
+        if not failures:
+            return      # a CPU-dependent rounding gap that this machine's kernels close
         pytest.xfail(whole_gaps[0].reason)
     assert not failures, "\n".join(failures)

@@ -9,7 +9,9 @@ Matched wherever it appears (the query scale of attention below opset 23 is the 
 where `chain` is built from the Gemm's output by Reshape, Transpose, Squeeze, Unsqueeze,
 Flatten, Identity, Slice, Split, Concat, Neg, Add / Sub of two chain values, and Mul / Div
 of a chain value by a value that does not depend on it (a rotary embedding's cos and sin):
-every op is linear in the Gemm's output, so scaling that output scales Y. Every value the
+every op is linear in the Gemm's output, so scaling that output scales Y. The Gemm's weight
+is a float initializer (a dequantized weight's Gemm is left to the quantization passes, which
+read it as it is). Every value the
 chain computes (the Gemm's output included) must be read only inside it, so no other reader
 sees the scaled values. One node fewer and one elementwise pass over the query fewer a
 layer; the product is the same up to float rounding (the scale is applied inside the
@@ -38,6 +40,15 @@ def _scale(value: ir.Value | None) -> float | None:
     return float(data.reshape(()))
 
 
+def _plain_weight(value: ir.Value | None) -> bool:
+    """A float weight (an initializer, maybe transposed): not a dequantized one, whose Gemm the
+    ONNX Runtime target's weight-quantization passes read as it is."""
+    node = f.producer(value, "Transpose")
+    if node is not None:
+        value = node.inputs[0]
+    return value is not None and value.is_initializer() and value.dtype in _DTYPES
+
+
 class _Chain:
     """The nodes between one Gemm and a value, if the value is linear in the Gemm's output."""
 
@@ -56,7 +67,8 @@ class _Chain:
             return False
         op = node.op_type
         if op == "Gemm":
-            if self.gemm is not None or node.outputs[0].dtype not in _DTYPES:
+            if self.gemm is not None or node.outputs[0].dtype not in _DTYPES or \
+                    not _plain_weight(node.inputs[1]):
                 return False
             self.gemm = node
             return True

@@ -131,7 +131,9 @@ CASES += [
            "cancel to near 0 in places; over 300 random (5,10)+(5,5,5)@(5,5,10) float32 samples "
            "torch's max error vs float64 is 4.2e-5 (mean), ONNX's 4.3e-5, yet they differ from "
            "each other beyond rtol in 64/300 (87/300 when summing per batch in torch's order); "
-           "float16 OpInfo samples: max error vs float64 torch 0.215, ONNX 0.116"),
+           "float16 OpInfo samples: max error vs float64 torch 0.215, ONNX 0.116; whether the "
+           "float32 samples stay within rtol depends on the CPU's matmul kernels (they pass on "
+           "some 2-core machines, fail on others)", strict=False),
 ]
 # conversion: bfloat16 outputs come back through ONNXProgram's OrtValue path (program.py)
 CASES += [
