@@ -22,6 +22,7 @@ rank, its symbolic integer value) is memoized, so the pass is linear in the grap
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -185,8 +186,11 @@ def dim_expr(dim: object) -> object:
     if isinstance(dim, int):
         return dim
     name = getattr(dim, "value", None)
-    if not isinstance(name, str):
-        return None
+    return _parse(name) if isinstance(name, str) else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse(name: str) -> object:
     import sympy
     from sympy.parsing.sympy_parser import parse_expr
 
@@ -206,7 +210,7 @@ def same(a: object, b: object) -> bool:
     import sympy
 
     try:
-        return bool(sympy.simplify(a - b) == 0)  # type: ignore[operator]
+        return bool(a == b) or sympy.expand(a - b) == 0  # type: ignore[operator]
     except Exception:  # noqa: BLE001
         return False
 
@@ -360,7 +364,7 @@ def _identity_gather(facts: _Facts, graph: ir.Graph, namer: f.Namer, node: ir.No
     k = len(data.shape)
     if concat is None or len(concat.inputs) != k:
         return None
-    shape_value, aranges, grid = None, [], None
+    shape_value, aranges, grid, lasts = None, [], None, []
     for part in concat.inputs:
         unsq = f.producer(part, "Unsqueeze")
         expand = f.producer(unsq.inputs[0], "Expand") if unsq is not None else None
@@ -372,13 +376,16 @@ def _identity_gather(facts: _Facts, graph: ir.Graph, namer: f.Namer, node: ir.No
             return None
         grid = found[1]
         last = f.constant(unsq.inputs[1])
-        if last is None or last.size != 1 or int(last.reshape(-1)[0]) not in (-1, grid):
+        if last is None or last.size != 1:
             return None
+        lasts.append(int(last.reshape(-1)[0]))
         aranges.append((expand.inputs[0], *found))
     if grid is None:
         return None
-    concat_axis = concat.attributes.get_int("axis", 0)
-    if concat_axis not in (-1, grid):
+    # the index components in the last axis: -1, or the grid's rank when the Expands keep it
+    own_shape = _grid_shape(shape_value, {id(a[0]) for a in aranges})
+    ends = (-1, grid) if own_shape else (-1,)
+    if any(a not in ends for a in lasts) or concat.attributes.get_int("axis", 0) not in ends:
         return None
     axes = [a[3] for a in aranges]
     if axes != sorted(set(axes)):
@@ -408,7 +415,7 @@ def _identity_gather(facts: _Facts, graph: ir.Graph, namer: f.Namer, node: ir.No
                            dtype=data.dtype, shape=None if None in grid_dims else ir.Shape(grid_dims))
         new_nodes.append(unsq)
         current = unsq.outputs[0]
-    if not _grid_shape(shape_value, {id(a[0]) for a in aranges}):
+    if not own_shape:
         expand = _make(namer, node, "Expand", [current, shape_value], dtype=data.dtype,
                              shape=node.outputs[0].shape)
         new_nodes.append(expand)
@@ -477,6 +484,19 @@ def _nested_unsqueeze(facts: _Facts, graph: ir.Graph, namer: f.Namer, node: ir.N
     return merged.outputs[0]
 
 
-_REWRITES = {"Unsqueeze": _nested_unsqueeze, "Where": _wrapped_index, "GatherND": _identity_gather, "Expand": _noop_expand,
+def _noop_reshape(facts: _Facts, graph: ir.Graph, namer: f.Namer, node: ir.Node) -> ir.Value | None:
+    """Reshape(x, s) -> x when s is x's shape, element by element (a scalar to [] included)."""
+    x = node.inputs[0]
+    if x is None or x.shape is None or len(node.inputs) < 2:
+        return None
+    elements = shape_elements(facts, node.inputs[1])
+    if elements is None or len(elements) != len(x.shape):
+        return None
+    if all(same(e, dim_expr(d)) and e not in (0, -1) for e, d in zip(elements, x.shape)):
+        return x
+    return None
+
+
+_REWRITES = {"Unsqueeze": _nested_unsqueeze, "Reshape": _noop_reshape, "Where": _wrapped_index, "GatherND": _identity_gather, "Expand": _noop_expand,
              "And": _identity_operand, "Or": _identity_operand, "Mul": _identity_operand,
              "Add": _identity_operand, "Sub": _identity_operand}
