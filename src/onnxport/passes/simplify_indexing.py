@@ -14,7 +14,8 @@ Unsqueeze say the same. Rewritten (any module, any exporter):
            not the grid's own broadcast shape
     And(x, all-True), Or(x, all-False), Mul(x, ones), integer Add/Sub(x, 0)  -> x
         (the constant may be a ConstantOfShape / Expand of one: -> Expand(x, shape))
-    Expand(x, s)                          -> x     s provably x's shape (its symbolic dims)
+    Expand(x, s), Reshape(x, s)           -> x     s provably x's shape (its symbolic dims)
+    Unsqueeze(Unsqueeze(x, a), b)         -> Unsqueeze(x, a and b)
 
 Each node is visited once in graph order; what a value is known to be (non-negative, its
 rank, its symbolic integer value) is memoized, so the pass is linear in the graph.
@@ -49,6 +50,17 @@ def _make(namer: f.Namer, anchor: ir.Node, op_type: str, inputs: list[ir.Value |
     return node
 
 
+def _int_data(value: ir.Value | None) -> np.ndarray | None:
+    """A small integer constant's data (index arithmetic; never a weight's data)."""
+    if value is None or value.dtype not in (*_INTS, None):
+        return None
+    tensor = value.const_value
+    if tensor is not None and tensor.size > 64:
+        return None
+    data = f.constant(value)
+    return data if data is not None and data.dtype.kind in "iu" and data.size <= 64 else None
+
+
 class SimplifyIndexingPass(ir.passes.InPlacePass):
     """Index wraps, identity gathers and identity-element operands -> their plain values."""
 
@@ -58,16 +70,14 @@ class SimplifyIndexingPass(ir.passes.InPlacePass):
             facts = _Facts()
             namer = f.Namer(graph)
             for node in list(graph):
-                if node.graph is not graph or node.domain:
-                    continue
                 rewrite = _REWRITES.get(node.op_type)
-                new = rewrite(facts, graph, namer, node) if rewrite is not None else None
+                if rewrite is None or node.graph is not graph or node.domain or \
+                        node.outputs[0].is_graph_output():
+                    continue
+                new = rewrite(facts, graph, namer, node)
                 if new is None:
                     continue
-                old = node.outputs[0]
-                if old.is_graph_output():
-                    continue
-                ir.convenience.replace_all_uses_with(old, new)
+                ir.convenience.replace_all_uses_with(node.outputs[0], new)
                 modified = True
         if modified:
             common.RemoveUnusedNodesPass()(model)
@@ -93,9 +103,9 @@ class _Facts:
     def _nonneg(self, value: ir.Value, depth: int) -> bool:
         if value.dtype in _UNSIGNED:
             return True
-        data = f.constant(value)
+        data = _int_data(value)
         if data is not None:
-            return data.dtype.kind in "iu" and bool((data >= 0).all())
+            return bool((data >= 0).all())
         node = value.producer()
         if node is None or node.domain:
             return False
@@ -127,9 +137,8 @@ class _Facts:
             return None
         if value.shape is not None:
             return len(value.shape)
-        data = f.constant(value)
-        if data is not None:
-            return data.ndim
+        if value.const_value is not None:
+            return len(value.const_value.shape)
         node = value.producer()
         if node is None or node.domain:
             return None
@@ -157,9 +166,9 @@ class _Facts:
         return self.sym_memo[key]
 
     def _sym(self, value: ir.Value, depth: int) -> object:
-        data = f.constant(value)
+        data = _int_data(value)
         if data is not None:
-            return int(data.reshape(-1)[0]) if data.size == 1 and data.dtype.kind in "iu" else None
+            return int(data.reshape(-1)[0]) if data.size == 1 else None
         node = value.producer()
         if node is None or node.domain:
             return None
@@ -246,7 +255,11 @@ def shape_elements(facts: _Facts, value: ir.Value | None, depth: int = 8) -> lis
 def _literal(value: ir.Value | None) -> np.ndarray | None:
     """A Constant node's data; never an initializer (a weight that happens to be all ones
     is still a weight: apply_weights may change it)."""
-    return f.constant(value) if f.producer(value, "Constant") is not None else None
+    node = f.producer(value, "Constant")
+    attr = node.attributes.get("value") if node is not None else None
+    if attr is None or attr.type != ir.AttributeType.TENSOR or attr.as_tensor().size > 1024:
+        return None
+    return f.constant(value)
 
 
 def _is_fill(value: ir.Value | None, fill: float) -> tuple[bool, ir.Value | None]:
@@ -304,15 +317,15 @@ def _wrapped_index(facts: _Facts, graph: ir.Graph, namer: f.Namer, node: ir.Node
         return None
     # (x, zero) of "x < 0": the branch taken is `wrapped` when x < 0, else `plain`
     a, b = test.inputs
-    if test.op_type in ("Less", "GreaterOrEqual") and f.constant(b) is not None:
+    if test.op_type in ("Less", "GreaterOrEqual") and _int_data(b) is not None:
         x, zero = a, b
-    elif test.op_type in ("Greater", "LessOrEqual") and f.constant(a) is not None:
+    elif test.op_type in ("Greater", "LessOrEqual") and _int_data(a) is not None:
         x, zero = b, a
     else:
         return None
     negative_first = test.op_type in ("Less", "Greater")
     wrapped, plain = (then, other) if negative_first else (other, then)
-    zero_data = f.constant(zero)
+    zero_data = _int_data(zero)
     if plain is not x or zero_data is None or zero_data.size != 1 or zero_data.reshape(-1)[0] != 0:
         return None
     add = f.producer(wrapped, "Add")
