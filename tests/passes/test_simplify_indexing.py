@@ -191,17 +191,23 @@ def test_gather_over_a_range_that_is_not_the_dim_slices() -> None:
     _assert_same(model, out, _mask_feed(5, 5))
 
 
-@pytest.mark.parametrize("case", ["start_one", "transposed"])
+@pytest.mark.parametrize("case", ["start_one", "transposed", "possibly_negative_end"])
 def test_gather_that_is_no_arange_grid_stays(case: str) -> None:
-    """A Range from 1, or the aranges' axes in the other order (a transposing gather): the
-    GatherND stays (the wraps still go)."""
-    nodes = [*_dim("m", "i0", "e0"), *_dim("m", "i1", "e1"),
-             *_grid_gather("m", ("e0", "e1"), start="one" if case == "start_one" else "zero",
-                           transposed=case == "transposed")]
+    """A Range from 1, the aranges' axes in the other order (a transposing gather), or an end
+    that may be negative (where Slice would count from the back): the GatherND stays (the
+    wraps still go)."""
+    nodes = [*_dim("m", "i0", "e0"), *_dim("m", "i1", "e1"), _const("ten", 10),
+             helper.make_node("Sub", ["e1", "ten"], ["e1_short"])]
+    nodes += _grid_gather("m", ("e0", "e1_short" if case == "possibly_negative_end" else "e1"),
+                          start="one" if case == "start_one" else "zero",
+                          transposed=case == "transposed")
     model = _gather_model(nodes)
     out, counts = _simplified(model)
     assert counts["GatherND"] == 1 and counts["Where"] == 0
     _assert_same(model, out, _mask_feed(3, 3))      # square: the transposed gather is in range
+    if case == "possibly_negative_end":     # ends -4 (an empty arange, not [:, :-4]) and 2
+        _assert_same(model, out, _mask_feed(6, 3))
+        _assert_same(model, out, _mask_feed(12, 3))
 
 
 def test_identity_operands_go() -> None:

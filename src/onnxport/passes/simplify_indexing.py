@@ -403,21 +403,23 @@ def _identity_gather(facts: _Facts, graph: ir.Graph, namer: f.Namer, node: ir.No
     axes = [a[3] for a in aranges]
     if axes != sorted(set(axes)):
         return None
+    # Slice where the arange's end is not provably the dim (a non-negative end: Slice would
+    # count a negative one from the back, where the arange is empty)
+    cut = [j for j, (_, rng, _, _) in enumerate(aranges) if not _is_dim(facts, rng, data, j)]
+    if any(not facts.nonneg(aranges[j][1].inputs[1]) for j in cut):
+        return None
     new_nodes: list[ir.Node] = []
     current = data
     dims = list(data.shape)
-    for j, (_, rng, _, _) in enumerate(aranges):
-        end = rng.inputs[1]
-        if same(facts.sym(end), dim_expr(data.shape[j])) or \
-                rng.outputs[0].shape is not None and same(dim_expr(rng.outputs[0].shape[0]), dim_expr(data.shape[j])):
-            continue
+    for j in cut:
+        rng = aranges[j][1]
         one, zero, axis = (namer.constant(node, np.array([v], np.int64)) for v in (1, 0, j))
-        ends = _make(namer, node, "Unsqueeze", [end, namer.constant(node, np.array([0], np.int64))],
-                           dtype=ir.DataType.INT64, shape=ir.Shape([1]))
+        limit = _make(namer, node, "Unsqueeze", [rng.inputs[1], zero], dtype=ir.DataType.INT64,
+                      shape=ir.Shape([1]))
         dims[j] = rng.outputs[0].shape[0] if rng.outputs[0].shape is not None else None
-        sliced = _make(namer, node, "Slice", [current, zero, ends.outputs[0], axis, one],
-                             dtype=data.dtype, shape=None if None in dims else ir.Shape(dims))
-        new_nodes += [ends, sliced]
+        sliced = _make(namer, node, "Slice", [current, zero, limit.outputs[0], axis, one],
+                       dtype=data.dtype, shape=None if None in dims else ir.Shape(dims))
+        new_nodes += [limit, sliced]
         current = sliced.outputs[0]
     if grid > k:
         others = [i for i in range(grid) if i not in axes]
@@ -425,12 +427,12 @@ def _identity_gather(facts: _Facts, graph: ir.Graph, namer: f.Namer, node: ir.No
         for j, a in enumerate(axes):
             grid_dims[a] = dims[j]
         unsq = _make(namer, node, "Unsqueeze", [current, namer.constant(node, np.array(others, np.int64))],
-                           dtype=data.dtype, shape=None if None in grid_dims else ir.Shape(grid_dims))
+                     dtype=data.dtype, shape=None if None in grid_dims else ir.Shape(grid_dims))
         new_nodes.append(unsq)
         current = unsq.outputs[0]
     if not own_shape:
         expand = _make(namer, node, "Expand", [current, shape_value], dtype=data.dtype,
-                             shape=node.outputs[0].shape)
+                       shape=node.outputs[0].shape)
         new_nodes.append(expand)
         current = expand.outputs[0]
     if current is data:
@@ -438,6 +440,14 @@ def _identity_gather(facts: _Facts, graph: ir.Graph, namer: f.Namer, node: ir.No
     graph.insert_before(node, new_nodes)
     current.shape = node.outputs[0].shape or current.shape
     return current
+
+
+def _is_dim(facts: _Facts, rng: ir.Node, data: ir.Value, j: int) -> bool:
+    """Whether Range(0, n, 1) has data's dim j elements: n is that dim, or the Range's
+    length is the same symbol."""
+    dim = dim_expr(data.shape[j])  # type: ignore[index]
+    length = rng.outputs[0].shape
+    return same(facts.sym(rng.inputs[1]), dim) or length is not None and same(dim_expr(length[0]), dim)
 
 
 def _grid_shape(shape_value: ir.Value | None, grid_values: set[int]) -> bool:
