@@ -211,15 +211,20 @@ def test_gather_that_is_no_arange_grid_stays(case: str) -> None:
 
 
 def test_identity_operands_go() -> None:
-    """And(True, x), Or(x, False), Mul(1, x), Add(x, 0) on integers, And(x, Expand(True, s))
-    -> x (the last Expand(x, s)); Add(f, 0.0) on floats and Mul by an all-ones weight stay."""
+    """And(True, x), Or(x, False), Mul(1, x), Add(x, 0) on integers, And(x, Expand(True,
+    Shape(x))) -> x; Add(f, 0.0) on floats, Mul by an all-ones weight and And with a fill that
+    broadcasts x further stay."""
     nodes = [_const("t", True, np.bool_), _const("fa", [[False]], np.bool_),
-             _const("f1", 1.0, np.float32), _const("f0", 0.0, np.float32),
+             _const("f1", 1.0, np.float32), _const("f0", 0.0, np.float32), _const("two", [2]),
              helper.make_node("And", ["t", "b"], ["a1"]),
              helper.make_node("Or", ["a1", "fa"], ["a2"]),
              helper.make_node("Shape", ["b"], ["sb"]),
              helper.make_node("Expand", ["t", "sb"], ["tt"]),
              helper.make_node("And", ["a2", "tt"], ["a3"]),
+             helper.make_node("Concat", ["two", "sb"], ["bigger"], axis=0),
+             helper.make_node("ConstantOfShape", ["bigger"], ["tb"],
+                              value=onnx.numpy_helper.from_array(np.array([True]))),
+             helper.make_node("And", ["a3", "tb"], ["a4"]),
              helper.make_node("Mul", ["f1", "x"], ["m1"]),
              helper.make_node("Mul", ["m1", "w"], ["m2"]),
              helper.make_node("Add", ["m2", "f0"], ["m3"]),
@@ -227,12 +232,12 @@ def test_identity_operands_go() -> None:
     model = _model_of(nodes, [helper.make_tensor_value_info("b", BOOL, ["p", "q"]),
                               helper.make_tensor_value_info("x", F32, ["p", 3]),
                               helper.make_tensor_value_info("i", I64, ["p"])],
-                      [helper.make_tensor_value_info("a3", BOOL, ["p", "q"]),
+                      [helper.make_tensor_value_info("a4", BOOL, [2, "p", "q"]),
                        helper.make_tensor_value_info("m3", F32, ["p", 3]),
                        helper.make_tensor_value_info("j1", I64, ["p"])],
                       (onnx.numpy_helper.from_array(np.ones(3, np.float32), "w"),))
     out, counts = _simplified(model)
-    assert counts["And"] == counts["Or"] == 0 and counts["Expand"] == 1
+    assert counts["And"] == counts["ConstantOfShape"] == 1 and counts["Or"] == counts["Expand"] == 0
     assert counts["Mul"] == 1 and counts["Add"] == 1   # the weight's Mul, the float Add
     rng = np.random.default_rng(0)
     _assert_same(model, out, {"b": rng.random((2, 4)) > 0.5, "x": rng.random((2, 3), np.float32),

@@ -13,7 +13,8 @@ Unsqueeze say the same. Rewritten (any module, any exporter):
            the Slice only where n_j is not provably data's dim j, the Expand only where s is
            not the grid's own broadcast shape
     And(x, all-True), Or(x, all-False), Mul(x, ones), integer Add/Sub(x, 0)  -> x
-        (the constant may be a ConstantOfShape / Expand of one: -> Expand(x, shape))
+        (the constant may be a ConstantOfShape / Expand of one, to a shape within x's; no
+        Expand(x, shape) otherwise: ONNX Runtime infers Expand's 1 against 0 as 1)
     Expand(x, s), Reshape(x, s)           -> x     s provably x's shape (its symbolic dims)
     Unsqueeze(Unsqueeze(x, a), b)         -> Unsqueeze(x, a and b)
 
@@ -293,10 +294,8 @@ def _identity_operand(facts: _Facts, graph: ir.Graph, namer: f.Namer, node: ir.N
         full, shape = _is_fill(const, fill)
         if not full:
             continue
-        if shape is not None:
-            expand = _make(namer, node, "Expand", [x_value, shape], dtype=x_value.dtype, shape=out.shape)
-            graph.insert_before(node, expand)
-            return expand.outputs[0]
+        if shape is not None:   # x alone when the fill's shape adds nothing to x's
+            return x_value if _within(facts, shape, x_value) else None
         c_rank, x_rank = facts.rank(const), facts.rank(x_value)
         c_data = _literal(const)
         if c_data is not None and (c_data.size == 1 and x_rank is not None and c_rank is not None
@@ -469,18 +468,22 @@ def _grid_shape(shape_value: ir.Value | None, grid_values: set[int]) -> bool:
     return seen == grid_values
 
 
+def _within(facts: _Facts, shape: ir.Value | None, x: ir.Value) -> bool:
+    """Whether broadcasting x to the shape tensor `shape` leaves x's shape: every element is
+    1 or x's dim there."""
+    if x.shape is None:
+        return False
+    elements = shape_elements(facts, shape)
+    if elements is None or len(elements) > len(x.shape):
+        return False
+    offset = len(x.shape) - len(elements)
+    return all(e == 1 or same(e, dim_expr(x.shape[offset + i])) for i, e in enumerate(elements))
+
+
 def _noop_expand(facts: _Facts, graph: ir.Graph, namer: f.Namer, node: ir.Node) -> ir.Value | None:
     """Expand(x, s) -> x when every element of s is 1 or x's dim there."""
     x = node.inputs[0]
-    if x is None or x.shape is None:
-        return None
-    elements = shape_elements(facts, node.inputs[1])
-    if elements is None or len(elements) > len(x.shape):
-        return None
-    offset = len(x.shape) - len(elements)
-    if all(e == 1 or same(e, dim_expr(x.shape[offset + i])) for i, e in enumerate(elements)):
-        return x
-    return None
+    return x if x is not None and _within(facts, node.inputs[1], x) else None
 
 
 def _nested_unsqueeze(facts: _Facts, graph: ir.Graph, namer: f.Namer, node: ir.Node) -> ir.Value | None:
