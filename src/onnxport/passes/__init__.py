@@ -20,6 +20,7 @@ from onnxport.passes.fuse_rms_norm import FuseRMSNormPass
 from onnxport.passes.fuse_rotary import FuseRotaryPass
 from onnxport.passes.fuse_rows import FuseRowsPass
 from onnxport.passes.pretranspose_weights import PretransposeWeightsPass, transposed_weights
+from onnxport.passes.simplify_indexing import SimplifyIndexingPass
 
 
 def fusion_passes() -> list[ir.passes.PassBase]:
@@ -59,6 +60,7 @@ def default_passes() -> list[ir.passes.PassBase]:
     return [
         FoldConstantsPass(),
         common.RemoveUnusedNodesPass(),
+        SimplifyIndexingPass(),
         common.CommonSubexpressionEliminationPass(),
         *(p for p in fusion_passes() if isinstance(p, DEFAULT_FUSIONS)),
         common.RemoveUnusedNodesPass(),
@@ -110,5 +112,5 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase] | None = No
 
 PassFactory = Callable[[], ir.passes.PassBase]
 __all__ = ["FoldConstantsPass", "FoldScaleIntoGemmPass", "FuseAttentionPass", "FuseFakeQuantPass", "FuseGeluPass", "FuseGemmPass", "FuseLayerNormPass",
-           "FuseRMSNormPass", "FuseRotaryPass", "FuseRowsPass", "PretransposeWeightsPass", "cleanup_passes", "default_passes",
+           "FuseRMSNormPass", "FuseRotaryPass", "FuseRowsPass", "PretransposeWeightsPass", "SimplifyIndexingPass", "cleanup_passes", "default_passes",
            "fusion_passes", "run_passes", "target_passes", "transposed_weights", "TARGETS"]

@@ -288,15 +288,18 @@ class Namer:
         self.graph = graph
         self.taken = {n.name for n in graph if n.name}
         self.constants: dict[tuple[str, tuple[int, ...], bytes], ir.Value] = {}
+        self.last: dict[str, int] = {}      # per base, the suffix last given (all below are taken)
 
     def __call__(self, anchor: ir.Node, op_type: str) -> str:
         prefix = anchor.name.rsplit("/", 1)[0] if anchor.name and "/" in anchor.name else ""
         base = f"{prefix}/{op_type}"
-        name, i = base, 0
+        i = self.last.get(base, 0)
+        name = f"{base}_{i}" if i else base
         while name in self.taken:
             i += 1
             name = f"{base}_{i}"
         self.taken.add(name)
+        self.last[base] = i
         return name
 
     def constant(self, anchor: ir.Node, data: np.ndarray) -> ir.Value:
