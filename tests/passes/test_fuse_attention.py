@@ -312,3 +312,8 @@ def test_cache_as_past_inputs_at_opset_23(family: str, position_ids: bool) -> No
     assert {n.attributes["num_heads"].as_int() for n in nodes_of(program, "RotaryEmbedding")} \
         == {4, 2}
     _decode_equals_eager(model, program, position_ids=position_ids)
+    if not position_ids:    # a graph reading a cache: its norms are gated as decode steps
+        from onnxport.passes.onnxruntime.fuse_skip_norm import FuseSkipNormPass
+        FuseSkipNormPass(max_elements=512, layer_norm=False, decode_rows=True)(program.model)
+        assert ops(program)["SkipSimplifiedLayerNormalization"] == 4
+        _decode_equals_eager(model, program)

@@ -250,18 +250,47 @@ def _index_part(value: ir.Value | None) -> ir.Value | None:
 def _padding(x: ir.Value, keys: ir.Value) -> ir.Value | None:
     """The attention mask (B, n) when `x` = attention_mask[arange(B)[:, None, None, None],
     keys[None, None, None, :]] as a boolean (transformers' padding_mask_function):
-    GatherND(Cast(mask, bool), Concat(batch index, key index))."""
-    gather = f.producer(x, "GatherND")
-    if gather is None or _attr_int(gather, "batch_dims", 0) != 0:
-        return None
-    data = gather.inputs[0]
-    cast = f.producer(data, "Cast")
+    GatherND(Cast(mask, bool), Concat(batch index, key index)), or that gather as
+    SimplifyIndexingPass leaves it, a view of the mask's first T columns."""
+    return _padding_view(x, keys) if f.producer(x, "Unsqueeze") else _padding_gather(x, keys)
+
+
+def _mask_data(value: ir.Value | None) -> ir.Value | None:
+    """The (B, n) integer or boolean mask that `value` is, or casts to bool."""
+    cast = f.producer(value, "Cast")
     if cast is not None:
         if _attr_int(cast, "to", 0) != ir.DataType.BOOL.value:
             return None
-        data = cast.inputs[0]
-    if data is None or f.rank(data) != 2 or data.dtype not in (
+        value = cast.inputs[0]
+    if value is None or f.rank(value) != 2 or value.dtype not in (
             ir.DataType.INT64, ir.DataType.INT32, ir.DataType.BOOL):
+        return None
+    return value
+
+
+def _padding_view(x: ir.Value, keys: ir.Value) -> ir.Value | None:
+    """Unsqueeze(mask[:, :T] | mask, axes=[1, 2]) of shape (B, 1, 1, T), T the key count."""
+    unsq = f.producer(x, "Unsqueeze")
+    if unsq is None or len(unsq.inputs) < 2 or _ints(unsq.inputs[1]) != [1, 2] or \
+            f.rank(x) != 4 or not f.same_dim(_dim(x, 3), _dim(keys, 0)):
+        return None
+    value = unsq.inputs[0]
+    sl = f.producer(value, "Slice")
+    if sl is not None:
+        ins = list(sl.inputs) + [None] * (5 - len(sl.inputs))
+        if _ints(ins[1]) != [0] or (ins[3] is not None and _ints(ins[3]) not in ([1], [-1])) \
+                or (ins[4] is not None and _ints(ins[4]) != [1]):
+            return None
+        value = ins[0]
+    return _mask_data(value)
+
+
+def _padding_gather(x: ir.Value, keys: ir.Value) -> ir.Value | None:
+    gather = f.producer(x, "GatherND")
+    if gather is None or _attr_int(gather, "batch_dims", 0) != 0:
+        return None
+    data = _mask_data(gather.inputs[0])
+    if data is None:
         return None
     cat = f.producer(gather.inputs[1], "Concat")
     if cat is None or len(cat.inputs) != 2 or _attr_int(cat, "axis", 0) not in (-1, 4):

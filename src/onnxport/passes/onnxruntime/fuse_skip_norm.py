@@ -26,7 +26,7 @@ steps of small models). ORT also forms SkipLayerNormalization by itself when the
 are 3-D (FuseRowsPass keeps them 2-D, which avoids that). The pass therefore takes a gate:
 `max_elements` (the static element count of the normalized tensor; None = no limit),
 `layer_norm` (whether LayerNormalization is fused at all) and `decode_rows` (in a graph that
-attends over a KV cache, i.e. holds a GroupQueryAttention, a norm over dynamic rows counts as
+attends over a KV cache, i.e. holds a GroupQueryAttention or an Attention with past_key, a norm over dynamic rows counts as
 one row: such a graph runs one token a step after its prefill, and the prefill's slower norms
 cost less than the steps gain). The instance the ONNX Runtime target runs uses the measured
 gate: RMS norms only, <= 512 elements, decode rows.
@@ -168,6 +168,13 @@ def _sum(s: ir.Value, shape: list[int], with_bias: bool) -> _Sum | None:
     return None
 
 
+def _reads_cache(node: ir.Node) -> bool:
+    if node.op_type == "GroupQueryAttention" and node.domain == CONTRIB_DOMAIN:
+        return True
+    return node.op_type == "Attention" and not node.domain and len(node.inputs) > 4 and \
+        node.inputs[4] is not None
+
+
 class FuseSkipNormPass(ir.passes.InPlacePass):
     """Add(input, skip) [+ bias] -> norm  =>  Skip(Simplified)LayerNormalization (gated)."""
 
@@ -183,10 +190,10 @@ class FuseSkipNormPass(ir.passes.InPlacePass):
         modified = False
         for graph in f.graphs(model):
             namer = f.Namer(graph)
-            # A graph attending over a KV cache (GroupQueryAttention) runs mostly as decode
-            # steps: with `decode_rows`, its norms of dynamic rows are gated as one row each.
-            self._decoding = self.decode_rows and any(
-                n.op_type == "GroupQueryAttention" and n.domain == CONTRIB_DOMAIN for n in graph)
+            # A graph attending over a KV cache (GroupQueryAttention, or ONNX Attention with a
+            # past_key input) runs mostly as decode steps: with `decode_rows`, its norms of
+            # dynamic rows are gated as one row each.
+            self._decoding = self.decode_rows and any(_reads_cache(n) for n in graph)
             for node in list(graph):
                 if node.graph is not graph:
                     continue
