@@ -82,6 +82,15 @@ def scalar(value: ir.Value | None) -> float | None:
     return float(data.reshape(()))
 
 
+def literal_scalar(value: ir.Value | None) -> np.ndarray | None:
+    """The data of a one-element float constant written in the graph (a Constant node, never
+    an initializer, which apply_weights may replace)."""
+    if value is None or value.is_initializer() or value.is_graph_input():
+        return None
+    data = constant(value)
+    return data if data is not None and data.size == 1 and data.dtype.kind == "f" else None
+
+
 def is_scalar(value: ir.Value | None, expected: float, rtol: float = 1e-3) -> bool:
     """Whether `value` is a one-element constant close to `expected` (relative to it)."""
     got = scalar(value)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from onnxport.passes import _fusion as f
 from onnxport.translate import folding
 
 MASK_ELEMENTS = 1 << 16
@@ -95,11 +96,8 @@ def _unit_operand(node: ir.Node) -> ir.Value | None:
         return None
     out = node.outputs[0]
     for i, j in ((1, 0), (0, 1)) if node.op_type == "Mul" else ((1, 0),):
-        one, x = node.inputs[i], node.inputs[j]
-        if one is None or x is None or one.is_initializer() or one.is_graph_input():
-            continue
-        data = folding.constant_data(one)
-        if data is None or data.size != 1 or data.dtype.kind != "f" or float(data.reshape(())) != 1.0:
+        data, x = f.literal_scalar(node.inputs[i]), node.inputs[j]
+        if data is None or x is None or float(data.reshape(())) != 1.0:
             continue
         if x.dtype is None or x.dtype != out.dtype or x.dtype.numpy() != data.dtype or \
                 x.shape is None or data.ndim > len(x.shape):

@@ -23,21 +23,11 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from onnxport.passes import _fusion as f
-from onnxport.translate import folding
 
 _MOVES = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Slice",
           "Split", "Neg"}
 _MAX_CHAIN = 32
 _DTYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE)
-
-
-def _scale(value: ir.Value | None) -> float | None:
-    if value is None or value.is_initializer() or value.is_graph_input():
-        return None
-    data = folding.constant_data(value)
-    if data is None or data.size != 1 or data.dtype.kind != "f":
-        return None
-    return float(data.reshape(()))
 
 
 def _plain_weight(value: ir.Value | None) -> bool:
@@ -107,12 +97,11 @@ class FoldScaleIntoGemmPass(ir.passes.InPlacePass):
             if node.graph is not graph or len(node.inputs) != 2:
                 continue
             for i, j in ((1, 0), (0, 1)):
-                s, x = _scale(node.inputs[i]), node.inputs[j]
-                if s is None or x is None or x.shape is None or node.outputs[0].is_graph_output():
+                data, x = f.literal_scalar(node.inputs[i]), node.inputs[j]
+                if data is None or x is None or x.shape is None or data.ndim > len(x.shape) or \
+                        x.dtype != node.outputs[0].dtype or node.outputs[0].is_graph_output():
                     continue
-                data = folding.constant_data(node.inputs[i])
-                if data is None or data.ndim > len(x.shape) or x.dtype != node.outputs[0].dtype:
-                    continue
+                s = float(data.reshape(()))
                 chain = _Chain()
                 if not chain.reaches(x) or chain.gemm is None or not chain.closed(node):
                     continue

@@ -278,13 +278,12 @@ def _three_d(namer: f.Namer, anchor: ir.Node, split: _Split, new: list[ir.Node])
     return node.outputs[0]
 
 
-def _cache(value: ir.Value | None, attention: ir.Node) -> tuple[ir.Value, ir.Value, ir.Node] | None:
-    """`value` = Concat(past, new, axis=2) of 4-D tensors read by `attention` alone (and
-    perhaps a graph output): (past, new, the Concat)."""
+def cache_concat(value: ir.Value | None) -> tuple[ir.Value, ir.Value, ir.Node] | None:
+    """`value` = Concat(past, new, axis=2) of 4-D tensors of one dtype (a key/value cache):
+    (past, new, the Concat)."""
     node = f.producer(value, "Concat")
     axis = node.attributes.get("axis") if node is not None else None
-    if node is None or axis is None or axis.as_int() not in (2, -2) or len(node.inputs) != 2 \
-            or value is None or any(u.node is not attention for u in value.uses()):
+    if node is None or axis is None or axis.as_int() not in (2, -2) or len(node.inputs) != 2:
         return None
     past, new = node.inputs
     if past is None or new is None or f.rank(past) != 4 or f.rank(new) != 4 or \
@@ -293,7 +292,14 @@ def _cache(value: ir.Value | None, attention: ir.Node) -> tuple[ir.Value, ir.Val
     return past, new, node
 
 
-def _head_merge(y: ir.Value) -> tuple[ir.Value, list[ir.Node]] | None:
+def _cache(value: ir.Value | None, attention: ir.Node) -> tuple[ir.Value, ir.Value, ir.Node] | None:
+    """cache_concat(value) when `attention` alone reads it (perhaps also a graph output)."""
+    if value is None or any(u.node is not attention for u in value.uses()):
+        return None
+    return cache_concat(value)
+
+
+def head_merge(y: ir.Value) -> tuple[ir.Value, list[ir.Node]] | None:
     """[Reshape(y) to y's own shape ->] Reshape(Transpose(y, [0, 2, 1, 3]), [B, S, H * D]):
     (the last Reshape's output, nodes)."""
     same: list[ir.Node] = []
@@ -637,7 +643,7 @@ def _lean_inputs(graph: ir.Graph, namer: f.Namer, node: ir.Node) -> bool:
     if past is not None:
         k, v = past[0][1], past[1][1]
     splits = [_rotated_split(q), _rotated_split(k), _rotated_split(v)]
-    merged = _head_merge(node.outputs[0])
+    merged = head_merge(node.outputs[0])
     three_d = all(s is not None for s in splits) and merged is not None and \
         splits[1].heads == splits[2].heads  # type: ignore[union-attr]
     if not three_d and past is None or "q_num_heads" in node.attributes:

@@ -25,6 +25,7 @@ rank, its symbolic integer value) is memoized, so the pass is linear in the grap
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 import re
 
 import numpy as np
@@ -92,14 +93,20 @@ class _Facts:
         self.nonneg_memo: dict[int, bool] = {}
         self.sym_memo: dict[int, object] = {}
 
+    @staticmethod
+    def _memoized(memo: dict, compute: Callable, value: ir.Value | None, depth: int,
+                  unknown: object) -> object:
+        """compute(value, depth), once per value; `unknown` for no value or no depth left."""
+        if value is None or depth == 0:
+            return unknown
+        key = id(value)
+        if key not in memo:
+            memo[key] = compute(value, depth)
+        return memo[key]
+
     def nonneg(self, value: ir.Value | None, depth: int = 24) -> bool:
         """Whether every element of integer `value` is provably >= 0."""
-        if value is None or depth == 0:
-            return False
-        key = id(value)
-        if key not in self.nonneg_memo:
-            self.nonneg_memo[key] = self._nonneg(value, depth)
-        return self.nonneg_memo[key]
+        return bool(self._memoized(self.nonneg_memo, self._nonneg, value, depth, False))
 
     def _nonneg(self, value: ir.Value, depth: int) -> bool:
         if value.dtype in _UNSIGNED:
@@ -159,12 +166,7 @@ class _Facts:
     def sym(self, value: ir.Value | None, depth: int = 16) -> object:
         """The integer a one-element `value` holds, as an int or a sympy expression of the
         graph's dim names, or None when unknown."""
-        if value is None or depth == 0:
-            return None
-        key = id(value)
-        if key not in self.sym_memo:
-            self.sym_memo[key] = self._sym(value, depth)
-        return self.sym_memo[key]
+        return self._memoized(self.sym_memo, self._sym, value, depth, None)
 
     def _sym(self, value: ir.Value, depth: int) -> object:
         data = _int_data(value)

@@ -481,16 +481,6 @@ class _Match:
         return int(_dim(self.q, 3))  # type: ignore[arg-type]
 
 
-def _cache_concat(value: ir.Value | None) -> tuple[ir.Value, ir.Value] | None:
-    node = f.producer(value, "Concat")
-    if node is None or len(node.inputs) != 2 or _attr_int(node, "axis", 0) not in (2, -2):
-        return None
-    past, new = node.inputs
-    if past is None or new is None or f.rank(past) != 4 or f.rank(new) != 4:
-        return None
-    return past, new
-
-
 def _unrepeated_kv(value: ir.Value, inside: list[ir.Node]) -> ir.Value:
     """x when `value` is repeat_kv(x) (its nodes added to `inside`), else `value`."""
     found = fa._unrepeated(value)
@@ -722,10 +712,10 @@ def _grouped_query(value: ir.Value | None) -> tuple[ir.Value, ir.Node, int] | No
 
 def _finish(anchor: ir.Node, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.Value,
             scale: float, output: ir.Value, inside: list[ir.Node]) -> _Match | None:
-    kc, vc = _cache_concat(k), _cache_concat(v)
+    kc, vc = fa.cache_concat(k), fa.cache_concat(v)
     if kc is None or vc is None or math.isnan(scale):
         return None
-    if q.dtype not in _TYPES or any(x.dtype != q.dtype for x in (k, v, *kc, *vc)):
+    if q.dtype not in _TYPES or any(x.dtype != q.dtype for x in (k, v, *kc[:2], *vc[:2])):
         return None
     if f.rank(q) != 4 or q.shape is None or k.shape is None or v.shape is None:
         return None
@@ -739,30 +729,6 @@ def _finish(anchor: ir.Node, q: ir.Value, k: ir.Value, v: ir.Value, mask: ir.Val
         if any(id(u.node) not in inside_ids for u in value.uses()):
             return None
     return _Match(anchor, q, kc[1], vc[1], kc[0], vc[0], k, v, output, mask, scale, inside)
-
-
-def _merge_of(y: ir.Value) -> ir.Value | None:
-    """The 3-D (B, S, H * D) value Y is merged into: [Reshape to Y's own shape] ->
-    Transpose [0, 2, 1, 3] -> Reshape (B, S, H * D)."""
-    user = f.only_user(y, "Reshape", "Transpose")
-    if user is not None and user.op_type == "Reshape":
-        out = user.outputs[0]
-        if f.rank(out) != 4 or not fa._same_dims(y, out, range(4)):
-            return None
-        y, user = out, f.only_user(out, "Transpose")
-    if user is None or fa._perm(user) != _HEADS:
-        return None
-    r = f.only_user(user.outputs[0], "Reshape")
-    if r is None:
-        return None
-    out = r.outputs[0]
-    t = user.outputs[0]
-    if f.rank(out) != 3 or f.rank(t) != 4 or not fa._same_dims(out, t, range(2)):
-        return None
-    h, d = _dim(t, 2), _dim(t, 3)
-    if not (isinstance(h, int) and isinstance(d, int) and _dim(out, 2) == h * d):
-        return None
-    return out
 
 
 def _linear(value: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value | None] | None:
@@ -1073,7 +1039,7 @@ class _State:
         out.name = f"{gqa.name.lstrip('/').replace('/', '_')}_out"
         out.dtype = m.q.dtype
         new.append(gqa)
-        merged = m.output if m.heads[0] else _merge_of(m.output)
+        merged = m.output if m.heads[0] else (fa.head_merge(m.output) or (None,))[0]
         if merged is None:        # back to (B, H, S, D)
             shape = self._const(anchor, np.array([0, 0, hq, d], dtype=np.int64))
             r = f.make_node(self.namer, anchor, "Reshape", [out, shape], dtype=out.dtype)
