@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import dataclasses
 import io
+import json
 import logging
 import os
 import re
@@ -241,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exporters", nargs="*", choices=list(SHORT.values()),
                         help="exporters to run (default: all)")
     parser.add_argument("--errors", action="store_true", help="print each failure's first line")
+    parser.add_argument("--json", default="", help="also write the outcomes to this JSON file")
     opts = parser.parse_args(argv)
     entries = [e for e in ZOO if not opts.models or e.name in opts.models]
     exporters = [x for x in EXPORTERS if not opts.exporters or SHORT[x] in opts.exporters]
@@ -279,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"dynamic {sum(o.dynamic == 'ok' for o in outs)}/{len(outs)}, "
                       f"export {sum(o.seconds or 0 for o in outs):.1f}s")
     print("\n" + "; ".join(totals))
+    if opts.json:
+        with open(opts.json, "w", encoding="utf-8") as f:
+            json.dump({"torch": torch.__version__,
+                       "outcomes": {name: {SHORT[x]: dataclasses.asdict(o) for x, o in per.items()}
+                                    for name, per in results.items()}}, f, indent=1)
     if opts.errors:
         print()
         for name, per in results.items():

@@ -233,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jsonl", default="", help="append each record to this file as it is done; "
                         "records already in it are skipped (resume)")
     parser.add_argument("--merge", default="", help="only build the report from this JSONL file")
+    parser.add_argument("--every", type=int, default=1,
+                        help="only one OpInfo in N of those selected (a sample of every family)")
     parser.add_argument("--out", default="", help="report path (default benchmarks/results/opinfo_<date>.md)")
     args = parser.parse_args(argv)
     exporters = tuple(args.exporters)
@@ -255,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {name for name in args.ops.split(",") if name}
     if wanted:
         opinfos = [o for o in opinfos if o.name in wanted or opinfo_id(o) in wanted]
-    opinfos = opinfos[args.start:args.stop]
+    opinfos = opinfos[args.start:args.stop:args.every]
     done: set[tuple[str, str]] = set()
     records: list[dict[str, Any]] = []
     if args.jsonl and os.path.exists(args.jsonl):

@@ -1,12 +1,16 @@
 """Generate docs/ops.md from the registry and the OpInfo test table.
 
     python tools/gen_ops_doc.py [--results results.xml] [--sweep sweep.jsonl ...]
+                                [--torch OTHER_PYTHON ...]
 
 Lists every translated overload, the ONNX operators its translation emits, the OpInfo
 entries and dtypes that test it, and the known gaps (xfail/skip reasons) from the test table.
 With --results (a pytest JUnit XML file of tests/ops/test_ops.py), adds pass/xfail/fail counts.
 With --sweep (JSONL records of benchmarks/bench_opinfo.py), adds the sweep's pass rates per
-dtype and every (OpInfo, dtype) that fails, with its first error.
+dtype and every (OpInfo, dtype) that fails, with its first error; without it, the sweep
+section of the current docs/ops.md is kept. With --torch (interpreters of environments with
+another torch and onnxport installed), adds which supported torch releases have each overload
+that some release lacks.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -100,11 +105,55 @@ def sweep_section(paths: list[str]) -> list[str]:
     return [*lines, ""]
 
 
+_UNAVAILABLE = ("import json, torch; from onnxport.translate import default_registry, registry; "
+                "default_registry(); print(json.dumps([torch.__version__, "
+                "sorted(registry.UNAVAILABLE)]))")
+
+
+def versions_section(pythons: list[str]) -> list[str]:
+    """The overloads some supported torch lacks, and which releases have them."""
+    missing: dict[str, set[str]] = {}
+    for python in [sys.executable, *pythons]:
+        out = subprocess.run([python, "-c", _UNAVAILABLE], capture_output=True, text=True,
+                             check=True, cwd=ROOT).stdout.strip().splitlines()[-1]
+        version, names = json.loads(out)
+        missing[version.split("+")[0]] = set(names)
+    names = sorted(set().union(*missing.values()))
+    versions = sorted(missing, key=lambda v: tuple(int(p) for p in v.split(".")))
+    lines = ["## Overloads not in every supported torch", "",
+             "The library registers these where the installed torch has them and skips them "
+             "elsewhere, silently (`onnxport.translate.aten` hands out a `MissingOverload` for a "
+             "name this torch lacks; `onnxport.translate.registry.UNAVAILABLE` lists them). "
+             "Checked on " + ", ".join(f"torch {v}" for v in versions) + ".", ""]
+    if not names:
+        return [*lines, "None: every translated overload exists in each of them.", ""]
+    lines += ["| overload | " + " | ".join(versions) + " |",
+              "| --- |" + " --- |" * len(versions)]
+    for name in names:
+        lines.append(f"| `{name.replace('::', '.')}` | "
+                     + " | ".join("-" if name in missing[v] else "yes" for v in versions) + " |")
+    return [*lines, ""]
+
+
+def kept_sweep_section(path: Path) -> list[str]:
+    """The OpInfo sweep section of an existing docs/ops.md (its JSONL is not kept)."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    start = text.find("## OpInfo sweep")
+    end = text.find("## Overloads not in every supported torch")
+    if end < 0:
+        end = text.find("## Translations")
+    return text[start:end].rstrip("\n").splitlines() + [""] if start >= 0 and end > start else []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--results")
     parser.add_argument("--sweep", nargs="*", default=[])
     parser.add_argument("--out", default=str(ROOT / "docs" / "ops.md"))
+    parser.add_argument("--torch", nargs="*", default=[],
+                        help="interpreters of environments with other torch releases")
     ns = parser.parse_args()
     results = test_results(ns.results)
     registry = default_registry()
@@ -129,7 +178,8 @@ def main() -> None:
         "`operator.getitem` and SymInt arithmetic). Each OpInfo entry exports its samples,",
         "runs them in ONNX Runtime and compares with eager PyTorch.",
         "",
-        *sweep_section(ns.sweep),
+        *(sweep_section(ns.sweep) if ns.sweep else kept_sweep_section(Path(ns.out))),
+        *versions_section(ns.torch),
         "## Translations",
         "",
         "| target | ONNX ops | tested by (OpInfo entry: dtypes) | known gaps |",

@@ -1,18 +1,22 @@
 """Fixtures: tiny checkpoints, the CLI run as a user runs it, and the client venv.
 
 optimum-onnx 0.1 pins transformers < 4.58, which conflicts with the project's transformers 5,
-so its client tests (and onnxruntime-genai's) run in their own venv, `<repo>/.venv-clients`,
-built here on first use (`python -m venv --system-site-packages`, then pip install of
-CLIENT_REQUIREMENTS): torch, onnx and onnxruntime come from the main environment. Set
-ONNXPORT_CLIENT_VENV to use another folder, or ONNXPORT_SKIP_CLIENTS=1 to skip those tests.
+so its client tests (and onnxruntime-genai's) run in their own venv, built here on first use
+under `<repo>/.venv-clients/`, one per environment the tests run in (`python -m venv`, a `.pth`
+file that puts the test environment's site-packages behind the venv's own, then pip install of
+CLIENT_REQUIREMENTS): torch, onnx and onnxruntime come from the environment under test, so the
+clients run on the same torch (2.13, 2.14 or 2.15). Set ONNXPORT_CLIENT_VENV to use another
+folder, or ONNXPORT_SKIP_CLIENTS=1 to skip those tests.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
+import site
 import subprocess
 import sys
 import tempfile
@@ -83,17 +87,28 @@ def client_python() -> Path:
     """The client venv's python, building the venv if missing (once, under a file lock)."""
     if os.environ.get("ONNXPORT_SKIP_CLIENTS"):
         pytest.skip("ONNXPORT_SKIP_CLIENTS is set")
-    venv = Path(os.environ.get("ONNXPORT_CLIENT_VENV", REPO / ".venv-clients"))
+    parent = site.getsitepackages()
+    key = hashlib.sha1(json.dumps([sys.prefix, *parent]).encode()).hexdigest()[:10]
+    venv = Path(os.environ.get("ONNXPORT_CLIENT_VENV", REPO / ".venv-clients" / key))
     python = venv / "bin" / "python"
     stamp = venv / ".onnxport-clients-ready"
-    with _lock(Path(tempfile.gettempdir()) / "onnxport-venv-clients.lock"):
-        if not stamp.is_file() or stamp.read_text() != json.dumps(CLIENT_REQUIREMENTS):
+    ready = json.dumps([CLIENT_REQUIREMENTS, parent])
+    with _lock(Path(tempfile.gettempdir()) / f"onnxport-venv-clients-{key}.lock"):
+        if not stamp.is_file() or stamp.read_text() != ready:
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                           check=True)
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+            inner = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+                                   check=True, capture_output=True, text=True).stdout.strip()
+            # Behind the venv's own packages (a .pth appends to sys.path): the client's
+            # transformers 4.57 shadows the test environment's 5.x, torch is the tested one.
+            Path(inner, "onnxport-test-env.pth").write_text("\n".join(parent) + "\n")
+            # torch comes from the test environment; a machine-wide pip constraint on torch
+            # (this machine caps it at 2.14.1) must not make pip replace a newer one.
+            env = {**os.environ, "PIP_CONSTRAINT": "/dev/null"}
             subprocess.run([str(python), "-m", "pip", "install", "-q",
-                            "--disable-pip-version-check", *CLIENT_REQUIREMENTS], check=True)
-            stamp.write_text(json.dumps(CLIENT_REQUIREMENTS))
+                            "--disable-pip-version-check", *CLIENT_REQUIREMENTS], check=True,
+                           env=env)
+            stamp.write_text(ready)
             print(f"built the client venv {venv} in {time.perf_counter() - start:.0f}s",
                   file=sys.stderr)
     return python

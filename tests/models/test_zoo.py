@@ -108,3 +108,45 @@ def test_dynamic(entry: ZooModel, form: str) -> None:
     second = entry.second_inputs()
     assert any(second[k].shape != inputs[k].shape for k in inputs)
     _compare(program, model, second, entry.tolerance)
+
+
+class _Positional(torch.nn.Module):
+    """model(**dict(zip(names, args))) with flattened outputs: what tracing takes."""
+
+    def __init__(self, model: torch.nn.Module, names: list[str]) -> None:
+        super().__init__()
+        self.model = model
+        self.names = names
+
+    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(flatten_outputs(self.model(**dict(zip(self.names, args)))))
+
+
+TORCHSCRIPT_SAMPLE = ("bert", "gpt2", "llama", "t5", "vit", "resnet")
+
+
+@pytest.mark.parametrize("entry", [e for e in ZOO if e.name in TORCHSCRIPT_SAMPLE],
+                         ids=lambda e: e.name)
+def test_torchscript_flavour(entry: ZooModel, tmp_path: Any) -> None:
+    """A sample of the zoo through `dynamo=False` with the entry's dims as `dynamic_axes`,
+    run at the second inputs (the whole zoo in both flavours: benchmarks/bench_models.py)."""
+    model = entry.factory()
+    inputs = entry.example_inputs()
+    names = list(inputs)
+    _, axes = spec_forms(entry.dynamic_shapes)["dynamic_axes"]
+    path = tmp_path / f"{entry.name}.onnx"
+    onnxport.export(_Positional(model, names).eval(), tuple(inputs.values()), str(path),
+                    dynamo=False, input_names=names, dynamic_axes=axes)
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    second = entry.second_inputs()
+    feeds = {i.name: second[i.name].numpy() for i in session.get_inputs()}
+    actual = session.run(None, feeds)
+    with torch.no_grad():
+        expected = flatten_outputs(model(**second))
+    assert len(actual) == len(expected)
+    rtol, atol = entry.tolerance
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        torch.testing.assert_close(torch.from_numpy(a), e, rtol=rtol, atol=atol, equal_nan=True,
+                                   msg=lambda m, i=i: f"output {i}: {m}")

@@ -136,3 +136,36 @@ def test_dynamic_batch_including_empty(shape: tuple[int, ...]) -> None:
     a = torch.randn(shape)
     for got, want in zip(program(a), _AllValues()(a)):
         torch.testing.assert_close(torch.as_tensor(got), want)
+
+
+# torch.linalg.polar and matrix_sqrth exist from torch 2.14 on.
+_needs_polar = pytest.mark.skipif(not hasattr(torch.linalg, "polar"),
+                                  reason=f"torch {torch.__version__} has no linalg.polar")
+_needs_sqrth = pytest.mark.skipif(not hasattr(torch.linalg, "matrix_sqrth"),
+                                  reason=f"torch {torch.__version__} has no linalg.matrix_sqrth")
+
+
+@_needs_sqrth
+def test_matrix_sqrth_clamps_negative_eigenvalues_and_reads_the_lower_triangle() -> None:
+    # Eigenvalues 3 and -1: torch takes sqrt(max(L, 0)); the upper triangle is ignored.
+    a = torch.tensor([[1.0, 99.0], [2.0, 1.0]])
+    export_and_compare(Fn(torch.linalg.matrix_sqrth), (a,))
+    spd = torch.randn(3, 5, 5, dtype=torch.float64)
+    spd = spd @ spd.mT + torch.eye(5, dtype=torch.float64)
+    export_and_compare(Fn(torch.linalg.matrix_sqrth), (spd,))
+
+
+@_needs_polar
+@pytest.mark.parametrize("shape", [(7, 4), (3, 3), (2, 6, 3), (5, 1)])
+def test_polar_tall_and_square(shape: tuple[int, ...]) -> None:
+    export_and_compare(Fn(lambda a: tuple(torch.linalg.polar(a))), (torch.randn(shape),))
+
+
+@_needs_polar
+def test_polar_with_a_dynamic_batch() -> None:
+    model = Fn(lambda a: tuple(torch.linalg.polar(a)))
+    program = onnxport.export(model, (torch.randn(2, 4, 3),),
+                              dynamic_shapes=(({0: "batch"},),))
+    a = torch.randn(5, 4, 3)
+    for actual, expected in zip(program(a), model(a)):
+        torch.testing.assert_close(actual, expected)

@@ -7,13 +7,14 @@ not exist in ONNX and are ignored. `empty` is zero-filled: its contents are unde
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import onnx_ir as ir
+import torch
 
+from onnxport import _dtypes
 from onnxport.ops._helpers import cast, int_list
 from onnxport.ops.shape import shape_of
 from onnxport.translate import GraphBuilder, Tensor, aten, register
@@ -189,19 +190,15 @@ def _arange_plan(start: Any, end: Any, step: Any,
                  dtype: ir.DataType) -> tuple[int, Any, Any, ir.DataType]:
     """torch's element count, and start and step in its accumulation type.
 
-    Integer outputs accumulate in int64 from truncated bounds; int64 also counts in integer
-    arithmetic. float16/bfloat16 accumulate in float32, other floats in double.
+    The count is what the installed torch's own meta kernel says: torch 2.14 changed it for
+    int64 with fractional bounds (2.13 counted from the truncated bounds, 2.14 counts
+    ceil((end - start) / step) as for the other dtypes). Integer outputs accumulate in int64
+    from truncated start and step; float16/bfloat16 accumulate in float32, other floats in
+    double.
     """
+    count = torch.arange(start, end, step, dtype=_dtypes.to_torch(dtype), device="meta").numel()
     if dtype.is_integer():
-        first, last, delta = int(start), int(end), int(step)
-        if dtype == ir.DataType.INT64:
-            sign = (delta > 0) - (delta < 0)
-            span = last - first + delta - sign
-            count = abs(span) // abs(delta) * (1 if (span >= 0) == (delta > 0) else -1)
-        else:
-            count = math.ceil((float(end) - float(start)) / float(step))
-        return max(count, 0), first, delta, ir.DataType.INT64
-    count = max(math.ceil((float(end) - float(start)) / float(step)), 0)
+        return count, int(start), int(step), ir.DataType.INT64
     acc = ir.DataType.FLOAT if dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16) \
         else ir.DataType.DOUBLE
     return count, float(start), float(step), acc

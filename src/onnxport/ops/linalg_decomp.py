@@ -345,11 +345,19 @@ def _symmetric_from(g: GraphBuilder, a: Tensor, n: int, r: int, uplo: str) -> Te
 
 
 def _jacobi_eigenvalues(g: GraphBuilder, s: Tensor, n: int, r: int) -> Tensor:
-    """Eigenvalues (unsorted, (..., n)) of the symmetric double (..., n, n) `s`.
+    """Eigenvalues (unsorted, (..., n)) of the symmetric double (..., n, n) `s`."""
+    return _jacobi_eigh(g, s, n, r, vectors=False)[0]
+
+
+def _jacobi_eigh(g: GraphBuilder, s: Tensor, n: int, r: int,
+                 vectors: bool) -> tuple[Tensor, Tensor | None]:
+    """Eigenvalues (unsorted, (..., n)) of the symmetric double (..., n, n) `s`, and with
+    `vectors` the eigenvectors as columns in the same order (signs arbitrary: only functions
+    of the whole eigenspace, such as V f(L) V^T, are unique).
 
     Each iteration applies n/2 disjoint rotations J (p_i, q_i) as A <- J^T A J, each
     annihilating A[p_i, q_i] (Golub & Van Loan's sym.schur2), until the off-diagonal part is
-    below _JACOBI_TOL of the Frobenius norm.
+    below _JACOBI_TOL of the Frobenius norm; V <- V J accumulates them.
     """
     num = n + n % 2
     if num != n:
@@ -362,7 +370,7 @@ def _jacobi_eigenvalues(g: GraphBuilder, s: Tensor, n: int, r: int) -> Tensor:
     limit = g.op("Mul", fro2, g.const(_JACOBI_TOL ** 2, _F64))
 
     def body(sub: GraphBuilder, i: Tensor, state: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
-        (A,) = state
+        A = state[0]
         round_ = sub.op("Mod", i, sub.const(num - 1, _I64))
         perm = sub.op("Gather", sub.const(perms, _I64), round_, axis=0)
         inverse = sub.op("Gather", sub.const(inverses, _I64), round_, axis=0)
@@ -389,13 +397,24 @@ def _jacobi_eigenvalues(g: GraphBuilder, s: Tensor, n: int, r: int) -> Tensor:
         A = sub.op("Gather", sub.op("Gather", B, inverse, axis=-1), inverse, axis=-2)
         off2 = sub.op("ReduceSumSquare", sub.op("Mul", A, sub.const(1.0 - eye, _F64)),
                       sub.const([-2, -1], _I64), keepdims=0)
-        return _any_positive(sub, sub.op("Sub", off2, limit)), [A]
+        new = [A]
+        if vectors:
+            V = sub.op("MatMul", sub.op("Gather", state[1], perm, axis=-1), J)
+            new.append(sub.op("Gather", V, inverse, axis=-1))
+        return _any_positive(sub, sub.op("Sub", off2, limit)), new
 
-    (A,) = _loop(g, "jacobi_eigh", _MAX_SWEEPS * (num - 1), [s], body)
+    initial = [s, g.op("Add", g.op("Mul", s, g.const(0.0, _F64)), g.const(eye, _F64))] \
+        if vectors else [s]
+    out = _loop(g, "jacobi_eigh", _MAX_SWEEPS * (num - 1), initial, body)
+    A = out[0]
     diag = g.op("ReduceSum", g.op("Mul", A, g.const(eye, _F64)), g.const([-1], _I64), keepdims=0)
+    V = out[1] if vectors else None
     if num != n:
         diag = g.op("Slice", diag, g.const([0], _I64), g.const([n], _I64), g.const([-1], _I64))
-    return diag
+        if V is not None:
+            V = g.op("Slice", V, g.const([0, 0], _I64), g.const([n, n], _I64),
+                     g.const([-2, -1], _I64))
+    return diag, V
 
 
 def _sort(g: GraphBuilder, x: Tensor, n: int, *, descending: bool) -> Tensor:
@@ -565,6 +584,56 @@ def aten__linalg_svd(g: GraphBuilder, A: Tensor, full_matrices: bool = False,
             "bidiagonal QR iterations, which the Jacobi method does not reproduce")
     # The driver picks a LAPACK routine; the values are the same.
     return U, cast(g, _singular_values(g, A), g.out_dtype(1)), Vh
+
+
+# -- functions of a whole eigenspace or singular subspace: unique whatever the signs ----------
+@register(aten.linalg_matrix_sqrth.default)  # torch >= 2.14
+def aten_linalg_matrix_sqrth(g: GraphBuilder, self: Tensor) -> Tensor:
+    """linalg_matrix_sqrth(Tensor self) -> Tensor"""
+    # torch: V diag(sqrt(max(L, 0))) V^T from eigh of the lower triangle.
+    m, n = _matrix_dims(self, "linalg_matrix_sqrth")
+    if m != n:
+        raise TranslationError(f"matrix_sqrth of a non-square {m}x{n} matrix")
+    if n == 0 or _has_empty_batch(self):
+        return _batch_zeros(g, self, [n, n], g.out_dtype())
+
+    def core(A: Tensor) -> list[Tensor]:
+        r = rank(A)
+        sym = _symmetric_from(g, cast(g, A, _F64), n, r, "L")
+        values, V = _jacobi_eigh(g, sym, n, r, vectors=True)
+        roots = g.op("Sqrt", g.op("Max", values, g.const(0.0, _F64)))
+        scaled = g.op("Mul", V, g.op("Unsqueeze", roots, g.const([-2], _I64)))
+        return [g.op("MatMul", scaled, _transpose(g, V, r))]
+
+    return cast(g, _guarded(g, self, core)[0], g.out_dtype())
+
+
+@register(aten.linalg_polar.default)  # torch >= 2.14
+def aten_linalg_polar(g: GraphBuilder, A: Tensor) -> tuple[Tensor, Tensor]:
+    """linalg_polar(Tensor A) -> (Tensor U, Tensor H)"""
+    # A = U H with A V = X = W S (one-sided Jacobi): U = X S^-1 V^T, H = V S V^T. Both are
+    # unique for a full-rank A whatever the signs of the singular vectors.
+    m, n = _matrix_dims(A, "linalg_polar")
+    if m < n:
+        raise TranslationError(f"linalg_polar needs rows >= columns, got a {m}x{n} matrix")
+    if n == 0 or _has_empty_batch(A):
+        return (_batch_zeros(g, A, [m, n], g.out_dtype(0)),
+                _batch_zeros(g, A, [n, n], g.out_dtype(1)))
+
+    def core(A: Tensor) -> list[Tensor]:
+        r = rank(A)
+        W = g.op("Concat", cast(g, A, _F64), _batch_eye(g, A, n, n), axis=-2)
+        W = _one_sided_jacobi(g, W, m, n, r, has_extra=True)
+        X = g.op("Slice", W, g.const([0], _I64), g.const([m], _I64), g.const([-2], _I64))
+        V = g.op("Slice", W, g.const([m], _I64), g.const([m + n], _I64), g.const([-2], _I64))
+        s = g.op("Sqrt", g.op("ReduceSumSquare", X, g.const([-2], _I64), keepdims=1))
+        Vt = _transpose(g, V, r)
+        U = g.op("MatMul", g.op("Mul", X, g.op("Reciprocal", _safe(g, s))), Vt)
+        H = g.op("MatMul", g.op("Mul", V, s), Vt)
+        return [U, H]
+
+    U, H = _guarded(g, A, core)
+    return cast(g, U, g.out_dtype(0)), cast(g, H, g.out_dtype(1))
 
 
 # -- pseudo-inverse ------------------------------------------------------------------------------

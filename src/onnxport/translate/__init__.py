@@ -5,13 +5,14 @@ Op authors import from here: `GraphBuilder`, `Tensor`, `register`, `aten`, `prim
 
 from __future__ import annotations
 
-import torch
-
 from onnxport.translate.builder import GraphBuilder, Tensor
-from onnxport.translate.registry import Registry, Translation, default_registry, register
+from onnxport.translate.registry import (OpNamespace, Registry, Translation, default_registry,
+                                         register)
 
-aten = torch.ops.aten
-prims = torch.ops.prims
+# A name this torch lacks (an overload removed in 2.14, say) is a MissingOverload, which
+# `register` skips: the library loads on every supported torch.
+aten = OpNamespace("aten")
+prims = OpNamespace("prims")
 
 __all__ = ["GraphBuilder", "Tensor", "Registry", "Translation", "register", "default_registry",
            "aten", "prims"]

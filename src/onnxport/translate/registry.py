@@ -110,9 +110,75 @@ class Registry:
         return new
 
 
+class MissingOverload:
+    """An ATen overload the installed torch does not have (removed or not yet added).
+
+    `OpNamespace` hands these out instead of raising, so a translation module written for
+    several torch releases loads on each; registering one is a no-op recorded in
+    `Registry.unavailable`.
+    """
+
+    __slots__ = ("qualified_name",)
+
+    def __init__(self, qualified_name: str) -> None:
+        self.qualified_name = qualified_name  # "aten::cholesky.default"
+
+    def __repr__(self) -> str:
+        return f"<{self.qualified_name}: not in torch {torch.__version__}>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{self.qualified_name} does not exist in torch "
+                                  f"{torch.__version__}")
+
+
+class MissingPacket:
+    """An ATen operator name the installed torch does not have; every overload is missing."""
+
+    __slots__ = ("qualified_name",)
+
+    def __init__(self, qualified_name: str) -> None:
+        self.qualified_name = qualified_name  # "aten::cholesky"
+
+    def __getattr__(self, overload: str) -> MissingOverload:
+        if overload.startswith("__"):
+            raise AttributeError(overload)
+        return MissingOverload(f"{self.qualified_name}.{overload}")
+
+    def overloads(self) -> list[str]:
+        return []
+
+    def __repr__(self) -> str:
+        return f"<{self.qualified_name}: not in torch {torch.__version__}>"
+
+
+class OpNamespace:
+    """`torch.ops.<namespace>` that answers a name this torch lacks with a `MissingPacket`.
+
+    Translations are written once for every supported torch: `aten.cholesky.default` is an
+    OpOverload on torch 2.13 and a `MissingOverload` on 2.14, which removed it.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._namespace = getattr(torch.ops, name)
+
+    def __getattr__(self, op: str) -> Any:
+        try:
+            return getattr(self._namespace, op)
+        except AttributeError:
+            if op.startswith("__"):
+                raise
+            return MissingPacket(f"{self._name}::{op}")
+
+    def __repr__(self) -> str:
+        return f"<OpNamespace torch.ops.{self._name}>"
+
+
 def _expand(targets: Iterable[Any]) -> Iterable[Any]:
     for target in targets:
-        if isinstance(target, str):
+        if isinstance(target, (MissingOverload, MissingPacket)):
+            UNAVAILABLE.add(target.qualified_name)
+        elif isinstance(target, str):
             # "namespace::op.overload": the OpOverload if it exists now, else the name itself
             # (looked up by name once the operator exists).
             qualified, _, overload = target.rpartition(".")
@@ -127,6 +193,9 @@ def _expand(targets: Iterable[Any]) -> Iterable[Any]:
         else:
             yield target
 
+
+UNAVAILABLE: set[str] = set()
+"""Qualified names of overloads the library translates that this torch does not have."""
 
 DEFAULT = Registry()
 register = DEFAULT.register

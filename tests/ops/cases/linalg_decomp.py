@@ -42,6 +42,9 @@ CASES = [
     OpTest("linalg.matrix_rank", variant="hermitian", covers=(aten._linalg_eigh.default,),
            dtypes=FLOATS).skip(when=_is_empty, reason=_EMPTY_RANK),
     OpTest("linalg.svdvals", covers=(aten.linalg_svdvals.default,), dtypes=FLOATS),
+    # torch >= 2.14 (on 2.13 the OpInfo does not exist and test_op skips them).
+    OpTest("linalg.polar", covers=(aten.linalg_polar.default,), dtypes=FLOATS),
+    OpTest("linalg.matrix_sqrth", covers=(aten.linalg_matrix_sqrth.default,), dtypes=FLOATS),
     OpTest("linalg.matrix_rank", covers=(aten._linalg_svd.default,), dtypes=FLOATS)
     .skip(when=_is_empty, reason=_EMPTY_RANK),
     OpTest("linalg.cond", covers=(aten._linalg_svd.default,), dtypes=FLOATS),

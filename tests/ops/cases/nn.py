@@ -23,7 +23,9 @@ CASES = [
     OpTest("nn.functional.conv_transpose1d", covers=CONV_T, dtypes=(F32, F16, I64))
     .xfail(dtypes=[F16], reason="torch's CPU float16 conv_transpose rounds in float16; ONNX computes in "
            "float32 and is closer to a float64 reference (max error over the 10 samples: torch "
-           "0.056, ONNX 0.030), beyond fp16 rtol"),
+           "0.056, ONNX 0.030), beyond fp16 rtol on torch 2.13.0's CPU build; the first 4 "
+           "samples pass on torch 2.14.1's and 2.15.0's builds, whose kernels round closer",
+           strict=False),
     OpTest("nn.functional.conv_transpose2d", covers=CONV_T, dtypes=(F32, F16, I64))
     .xfail(dtypes=[F16], reason="torch's CPU float16 conv_transpose rounds in float16; ONNX computes in "
            "float32 and is closer to a float64 reference (0.06 vs 0.10 max error), beyond fp16 rtol"),
