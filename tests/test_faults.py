@@ -1,7 +1,8 @@
 """Faults lose nothing (issue #13, item 3) and the package has no import cycle (issue #16).
 
 * Saving is atomic for the .onnx file and its external data together: a failed or interrupted
-  save leaves the previous pair byte-identical and no temporary file behind.
+  save leaves the previous pair byte-identical and no temporary file behind; what a killed
+  save left is removed by the next save to the same path, once its process is gone (issue #26).
 * External-data locations are plain files inside the model's folder; others are refused.
 * Concurrent exports in threads do not interfere.
 """
@@ -9,20 +10,27 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import errno
 import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnx_ir as ir
+import onnxruntime as ort
 import pytest
 import torch
 from torch import nn
 
 import onnxport
 from onnxport import _serialize
+from onnxport import program as program_module
 from onnxport.program import ExternalDataError, ONNXProgram, check_external_location
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "onnxport"
@@ -180,6 +188,140 @@ def test_failed_export_into_a_folder_with_a_good_pair(saved) -> None:
     with pytest.raises((onnxport.OnnxExporterError, TypeError)):
         onnxport.export(Bad(), (torch.rand(4, 16),), path, external_data=True)
     assert _snapshot(path.parent) == before
+
+
+# -- staging folders a killed save left (issue 26, item A) ------------------------------------
+
+_KILLED_SAVE = """
+import sys, time, torch, onnxport
+from torch import nn
+# Weights of 16 MiB go to the file as they come (smaller ones are gathered first).
+model = nn.Sequential(*[nn.Linear(2048, 2048) for _ in range(4)]).eval()
+program = onnxport.export(model, (torch.randn(2, 2048),))
+
+def stall(done, total):
+    if done > total // 2:
+        time.sleep(600)  # SIGKILLed here, part-way through the external data
+
+program.save(sys.argv[1], external_data=True, progress=stall)
+"""
+
+_needs_proc = pytest.mark.skipif(not os.path.isfile("/proc/self/stat"),
+                                 reason="process start times from /proc (Linux)")
+
+
+def _staging(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if ".onnxport-staging." in p.name)
+
+
+def _staging_bytes(folder: Path) -> int:
+    total = 0
+    for staged in _staging(folder):
+        for f in staged.iterdir():
+            with contextlib.suppress(OSError):
+                total += f.stat().st_size
+    return total
+
+
+@_needs_proc
+def test_save_removes_what_a_killed_save_left(tmp_path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    path = out / "model.onnx"
+    log = tmp_path / "child.log"
+    with open(log, "wb") as stderr:
+        child = subprocess.Popen([sys.executable, "-c", _KILLED_SAVE, str(path)],
+                                 stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        deadline = time.monotonic() + 120
+        while _staging_bytes(out) == 0:
+            assert child.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the child never started writing"
+            time.sleep(0.05)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    (left,) = _staging(out)
+    assert left.name.startswith(".model.onnx.onnxport-staging.")
+    assert sorted(os.listdir(out)) == [left.name]  # killed before anything was renamed in
+
+    torch.manual_seed(0)
+    model = _Wide(scale=2.0).eval()
+    x = torch.rand(3, 16)
+    onnxport.export(model, (x,)).save(path, external_data=True)
+    assert sorted(os.listdir(out)) == ["model.onnx", "model.onnx.data"]
+    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (actual,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    torch.testing.assert_close(torch.from_numpy(actual), model(x).detach())
+
+
+def _left(folder: Path, base: str, owner: str, tail: str = "abc_123") -> Path:
+    staged = folder / f"{program_module._staging_prefix(base)}{owner}.{tail}"
+    staged.mkdir()
+    (staged / f"{base}.data").write_bytes(b"\0" * 100)
+    return staged
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+@_needs_proc
+def test_save_keeps_staging_folders_of_live_processes(tmp_path, programs) -> None:
+    path = tmp_path / "model.onnx"
+    host = program_module._host()
+    mine = _left(tmp_path, "model.onnx", program_module._owner())  # a save in another thread
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        theirs = _left(tmp_path, "model.onnx", program_module._owner(sleeper.pid))
+        start = program_module._owner().rpartition(".")[2]
+        recycled = _left(tmp_path, "model.onnx", f"{host}.{os.getpid()}.{int(start) + 1}")
+        dead = _left(tmp_path, "model.onnx", f"{host}.{_dead_pid()}.{start}")
+        programs[1].save(path, external_data=True)
+        assert mine.is_dir() and theirs.is_dir()
+        assert not recycled.exists() and not dead.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    programs[1].save(path, external_data=True)  # the sleeper is gone now
+    assert not theirs.exists() and mine.is_dir()
+    assert sorted(os.listdir(tmp_path)) == sorted([mine.name, "model.onnx", "model.onnx.data"])
+
+
+@_needs_proc
+def test_save_keeps_staging_folders_it_does_not_own(tmp_path, programs) -> None:
+    """Only the staging folders of saves to the same file name, on this host, are removed;
+    never another destination's, nor anything else that merely looks alike."""
+    dead = f"{program_module._host()}.{_dead_pid()}.12345"
+    kept = [
+        _left(tmp_path, "other.onnx", dead),
+        _left(tmp_path, "model.onnx.data", dead),
+        _left(tmp_path, "model", dead),
+        _left(tmp_path, "model.onnx", f"0badcafe.{dead.split('.', 1)[1]}"),  # another host
+        _left(tmp_path, "model.onnx", dead, tail="abc.def"),
+        _left(tmp_path, "model.onnx", "not-an-owner"),
+    ]
+    old_scheme = tmp_path / ".model.onnx.k2j3h4g5"
+    old_scheme.mkdir()
+    a_file = tmp_path / f".model.onnx.onnxport-staging.{dead}.afile"
+    a_file.write_bytes(b"x")
+    a_link = tmp_path / f".model.onnx.onnxport-staging.{dead}.alink"
+    a_link.symlink_to(kept[0], target_is_directory=True)
+    removed = _left(tmp_path, "model.onnx", dead)
+    programs[1].save(tmp_path / "model.onnx", external_data=True)
+    assert not removed.exists()
+    assert all(p.is_dir() for p in kept) and old_scheme.is_dir()
+    assert a_file.is_file() and a_link.is_symlink() and (kept[0] / "other.onnx.data").exists()
+
+
+def test_long_file_names_stage_under_a_digest(tmp_path, programs) -> None:
+    path = tmp_path / ("m" * 200 + ".onnx")
+    programs[1].save(path, external_data=True)
+    assert sorted(os.listdir(tmp_path)) == sorted([path.name, path.name + ".data"])
+    assert len(program_module._staging_prefix(path.name)) < 60
 
 
 # -- external-data locations -------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """ONNXProgram: saving (all initializer modes, external data, file objects), weights, sessions.
 
 Uses the documentation's MLP (Linear + sigmoid only) so these tests depend on no op family
-beyond linalg and elementwise.
+beyond linalg and elementwise; the tests of the module a program remembers (for
+apply_weights after a fake-mode export) use a tiny transformers Llama.
 """
 
 from __future__ import annotations
@@ -373,3 +374,107 @@ def test_call_with_runtime_options_and_fake_weights() -> None:
     assert program.runtime_options is options
     program.release()
     assert program._session is None
+
+
+# -- the exported module, remembered weakly (issue 26, item B) -----------------------------------
+
+def _llama_config(**kw):  # type: ignore[no-untyped-def]
+    from transformers import LlamaConfig
+
+    return LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, vocab_size=128, **kw)
+
+
+def _fake_llama(config):  # type: ignore[no-untyped-def]
+    from transformers import LlamaForCausalLM
+
+    with onnxport.enable_fake_mode():
+        fake = LlamaForCausalLM(config)
+        ids = torch.randint(0, config.vocab_size, (1, 8))
+    return fake, onnxport.export(fake, (ids,), kwargs={"use_cache": False})
+
+
+@pytest.fixture(scope="module")
+def llama_checkpoint(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """A real tiny Llama (random weights) and its safetensors folder."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    real = transformers.LlamaForCausalLM(_llama_config()).eval()
+    folder = tmp_path_factory.mktemp("llama")
+    real.save_pretrained(folder, safe_serialization=True)
+    return real, str(folder)
+
+
+@pytest.mark.parametrize("source", ["folder", "state_dict"])
+def test_apply_weights_uses_the_exported_module(llama_checkpoint, source) -> None:
+    """Without module=, the rotary inv_freq (a non-persistent buffer) is computed from the
+    module the program was exported from."""
+    real, folder = llama_checkpoint
+    fake, program = _fake_llama(real.config)
+    assert program._module() is fake
+    weights = folder if source == "folder" else real.state_dict()
+    report = program.apply_weights(weights)
+    assert report.materialized == ["model.rotary_emb.inv_freq"]
+    ids = torch.randint(0, 128, (1, 8))
+    with torch.no_grad():
+        expected = real(ids, use_cache=False).logits
+    torch.testing.assert_close(program(ids)[0], expected, atol=1e-4, rtol=1e-4)
+
+
+def test_apply_weights_reads_tied_weights_through_the_exported_module(tmp_path) -> None:
+    LlamaForCausalLM = pytest.importorskip("transformers").LlamaForCausalLM
+
+    torch.manual_seed(1)
+    real = LlamaForCausalLM(_llama_config(tie_word_embeddings=True)).eval()
+    real.save_pretrained(tmp_path, safe_serialization=True)  # lm_head.weight not saved
+    fake, program = _fake_llama(real.config)
+    assert "lm_head.weight" in program.model.graph.initializers
+    report = program.apply_weights(str(tmp_path))
+    assert report.aliased == {"lm_head.weight": "model.embed_tokens.weight"}
+    ids = torch.randint(0, 128, (1, 8))
+    with torch.no_grad():
+        expected = real(ids, use_cache=False).logits
+    torch.testing.assert_close(program(ids)[0], expected, atol=1e-4, rtol=1e-4)
+    assert program._module() is fake  # alive until here: the program holds it weakly
+
+
+def test_explicit_module_wins_over_the_exported_one(llama_checkpoint) -> None:
+    from transformers import LlamaForCausalLM
+
+    real, folder = llama_checkpoint
+    fake, program = _fake_llama(real.config)
+    other_config = _llama_config(rope_theta=500.0)
+    with onnxport.enable_fake_mode():
+        other = LlamaForCausalLM(other_config)
+    program.apply_weights(folder, module=other)
+    inv_freq = program.model.graph.initializers["model.rotary_emb.inv_freq"].const_value.numpy()
+    expected = LlamaForCausalLM(other_config).model.rotary_emb.inv_freq
+    torch.testing.assert_close(torch.from_numpy(inv_freq), expected)
+    assert not torch.allclose(expected, real.model.rotary_emb.inv_freq)
+    assert program._module() is fake
+
+
+def test_dead_module_gives_the_module_error(llama_checkpoint) -> None:
+    """The program holds its module weakly: once the model is gone, apply_weights needs
+    module= again, and says so."""
+    import gc
+
+    from onnxport.weights import WeightsMismatchError
+
+    real, folder = llama_checkpoint
+    fake, program = _fake_llama(real.config)
+    ref = program._module
+    del fake
+    gc.collect()
+    assert ref() is None
+    with pytest.raises(WeightsMismatchError, match="pass module=") as info:
+        program.apply_weights(folder)
+    assert info.value.missing == ["model.rotary_emb.inv_freq"]
+    assert all(v.const_value is None for v in program.model.graph.initializers.values())
+
+
+def test_functions_and_exported_programs_have_no_module() -> None:
+    x = torch.randn(2, 3)
+    assert onnxport.export(lambda t: t * 2, (x,))._module is None
+    exported = torch.export.export(nn.Linear(3, 2), (x,))
+    assert onnxport.export(exported, (x,))._module is None

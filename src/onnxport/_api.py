@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+import weakref
 from collections.abc import Collection, Mapping, Sequence
 from typing import IO, Any
 
@@ -234,6 +235,8 @@ def _export_dynamo(
                     run_passes(onnx_model, target_passes(target))
                 align_function_opsets(onnx_model)
             program = run.program(ONNXProgram(onnx_model, captured.exported_program))
+            if isinstance(model, torch.nn.Module):
+                program._module = weakref.ref(model)
             if verify:
                 with run.stage("verify"):
                     run.verified(verify_program(program, model, inputs.args, inputs.kwargs))
@@ -342,6 +345,8 @@ def _fallback_to_torchscript(error: OnnxExporterError, model: Any, args: tuple[A
         program = export_torchscript(model, args, f, kwargs=kwargs, registry=_as_registry(registry),
                                      input_names=input_names, dynamic_axes=dynamic_axes, **common)
     program.capture_strategy = "torchscript (fallback)"
+    if isinstance(model, torch.nn.Module):
+        program._module = weakref.ref(model)
     return program
 
 

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import hashlib
 import os
 import re
+import secrets
 import shutil
+import socket
 import tempfile
+import weakref
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
@@ -118,6 +124,9 @@ class ONNXProgram:
         self.runtime_options: ONNXRuntimeOptions | None = None
         self.diagnostic_context: Any = None
         self.capture_strategy: str | None = None
+        # The nn.Module exported (set by the exporter), weakly: `apply_weights` computes its
+        # non-persistent buffers and reads its tied weights while it lives.
+        self._module: weakref.ReferenceType[torch.nn.Module] | None = None
 
     def __repr__(self) -> str:
         return f"ONNXProgram(\n{self.model}\n)"
@@ -182,6 +191,8 @@ class ONNXProgram:
         written in full to a staging folder beside `destination`, then renamed into place. If
         saving fails (an exception while writing, disk full, permission denied), the files
         that were at `destination` are left byte-identical and no temporary file is left.
+        A staging folder that a killed process left is removed by the next save to the same
+        path (only once the process that wrote it is gone).
 
         Raises:
             ValueError: `destination` is a directory, or its directory does not exist.
@@ -273,6 +284,8 @@ class ONNXProgram:
                 it, non-persistent buffers that checkpoints never hold (a rotary
                 embedding's `inv_freq`) are computed on the CPU by constructing their
                 submodule again, and tied weights are read under any of their names.
+                None: the nn.Module `export` was given, while it is alive (the program
+                holds it only by a weak reference).
             strict: Also refuse checkpoint tensors the model does not use.
 
         Names are matched exactly. A model weight the checkpoint lacks is an error unless
@@ -300,6 +313,8 @@ class ONNXProgram:
             source = {k: v for k, v in state_dict.items() if k not in ir_tensors}
         if isinstance(state_dict, torch.nn.Module) and module is None:
             module = state_dict
+        if module is None and self._module is not None:
+            module = self._module()
         checkpoint = _weights.open_checkpoint(source)
         expected = {
             name: _weights._Expected(value.dtype, tuple(value.shape) if value.shape is not None
@@ -727,14 +742,16 @@ def _save_atomically(model: ir.Model, path: str, external_data: bool, *,
     one kept as a hard link), the model last; if the model's rename fails, the previous data
     file is put back. A failure at any point (an exception while writing, disk full,
     permission denied, KeyboardInterrupt) leaves the previous model and data byte-identical
-    and no staging files behind.
+    and no staging files behind. The staging folders of earlier saves to `path` whose process
+    died (SIGKILL, power loss) are removed first.
     """
     directory = os.path.dirname(os.path.abspath(path)) or "."
     base = os.path.basename(path)
     data_name = f"{base}.data"
     check_external_data(model)
     data_files: list[str] = []
-    staging = tempfile.mkdtemp(prefix=f".{base}.", dir=directory)
+    _remove_abandoned_staging(directory, base)
+    staging = tempfile.mkdtemp(prefix=_staging_prefix(base) + _owner() + ".", dir=directory)
     try:
         staged = os.path.join(staging, base)
         if external_data:
@@ -759,6 +776,89 @@ def _save_atomically(model: ir.Model, path: str, external_data: bool, *,
                 os.remove(os.path.join(directory, name))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+# Staging folders are named `.<base>.onnxport-staging.<host>.<pid>.<start>.<random>`: the
+# destination's file name, and the process that writes into it (see `_owner`).
+_STAGING = "onnxport-staging"
+_OWNED = re.compile(r"(?P<host>[0-9a-f]{8})\.(?P<pid>[1-9][0-9]*)\.(?P<start>[0-9]+|x)\.[a-z0-9_]+")
+
+
+def _staging_prefix(base: str) -> str:
+    """How the names of the staging folders of saves to file name `base` begin."""
+    if len(base.encode()) > 160:  # room for the rest within 255 bytes
+        base = hashlib.sha256(base.encode()).hexdigest()[:32]
+    return f".{base}.{_STAGING}."
+
+
+@functools.cache
+def _host() -> str:
+    """This host and PID namespace, as 8 hex digits: elsewhere a PID names another process."""
+    namespace = ""
+    with contextlib.suppress(OSError):
+        namespace = os.readlink("/proc/self/ns/pid")
+    return f"{zlib.crc32(f'{socket.gethostname()}|{namespace}'.encode()):08x}"
+
+
+def _proc_stat(pid: int) -> tuple[bytes, str] | None:
+    """State and start time (clock ticks after boot) of process `pid`, from /proc/<pid>/stat
+    (fields 3 and 22); None where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rpartition(b")")[2].split()
+        return fields[0], fields[19].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _owner(pid: int | None = None) -> str:
+    """`<host>.<pid>.<start>` of process `pid` (this one by default); the start time tells a
+    recycled PID from the process that had it ("x" where it is not known)."""
+    pid = os.getpid() if pid is None else pid
+    stat = _proc_stat(pid)
+    return f"{_host()}.{pid}.{stat[1] if stat else 'x'}"
+
+
+def _owner_alive(pid: int, start: str) -> bool:
+    """Whether process `pid`, started at `start`, may still run (yes when unsure)."""
+    if os.name != "posix":
+        return True  # os.kill would end the process on Windows
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError, ValueError):
+        pass  # it exists (owned by another user), or the PID is out of range
+    stat = _proc_stat(pid)
+    if stat is None:
+        return True
+    state, now = stat
+    return state not in (b"Z", b"X", b"x") and start in ("x", now)  # not a zombie, not dead
+
+
+def _remove_abandoned_staging(directory: str, base: str) -> None:
+    """Remove the staging folders saves to `base` in `directory` left when their process
+    was killed; never those of a live process, of other file names, or of other hosts."""
+    prefix = _staging_prefix(base)
+    try:
+        with os.scandir(directory) as entries:
+            names = [e.name for e in entries
+                     if e.name.startswith(prefix) and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return
+    for name in names:
+        owner = _OWNED.fullmatch(name[len(prefix):])
+        if owner is None or owner["host"] != _host() or \
+                _owner_alive(int(owner["pid"]), owner["start"]):
+            continue
+        # Claimed by renaming it as this process's own, so two cleaners never remove it
+        # both, and one killed while removing leaves a folder the next save removes.
+        claimed = os.path.join(directory, f"{prefix}{_owner()}.{secrets.token_hex(8)}")
+        try:
+            os.rename(os.path.join(directory, name), claimed)
+        except OSError:
+            continue
+        shutil.rmtree(claimed, ignore_errors=True)
 
 
 def _fsync(path: str, directory: bool = False) -> None:
