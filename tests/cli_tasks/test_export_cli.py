@@ -163,3 +163,33 @@ def test_report_written_into_output_dir(bert_float16: Any) -> None:
     text = reports[0].read_text()
     assert text.startswith("# onnxport export report") and "- result: success" in text
     assert "## ONNX model" in text and "## Timings" in text
+
+
+def _cli_with_warnings_on(*args: str) -> Any:
+    """The CLI as a user's shell runs it: no PYTHONWARNINGS, no logging configuration."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    return subprocess.run([sys.executable, "-m", "onnxport.cli", *args], capture_output=True,
+                          text=True, timeout=600, env=env)
+
+
+def test_float_export_prints_only_onnxport_lines(checkpoints: Any, tmp_path: Any) -> None:
+    """Quiet by default: stderr holds onnxport's progress lines and nothing from torch,
+    torchao or transformers; --verbose lets the libraries speak again."""
+    import importlib.util
+
+    quiet = _cli_with_warnings_on("export", "--model", str(checkpoints("llama")),
+                                  str(tmp_path / "quiet"))
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    lines = [line for line in quiet.stderr.splitlines() if line.strip()]
+    assert lines and all(line.startswith("[") for line in lines), quiet.stderr
+    for noise in ("torchao", "_pytree", "Warning", "Failed to load"):
+        assert noise not in quiet.stderr, noise
+    if importlib.util.find_spec("torchao") is not None:
+        loud = _cli_with_warnings_on("export", "--model", str(checkpoints("llama")),
+                                     str(tmp_path / "loud"), "--verbose")
+        assert loud.returncode == 0, loud.stderr[-3000:]
+        assert "torchao" in loud.stderr or "_pytree" in loud.stderr, loud.stderr[-3000:]

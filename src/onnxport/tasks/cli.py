@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import logging
 import os
 import sys
 import time
@@ -84,6 +85,9 @@ def add_export_options(parser: argparse.ArgumentParser) -> None:
                         "into the external data, for checkpoints larger than memory (default: "
                         "when loading and validating in memory would need more than 80%% of "
                         "the available memory); --no-stream-weights: always load the model")
+    g.add_argument("--verbose", action="store_true",
+                   help="also show other libraries' warnings and log lines (torch, torchao, "
+                        "transformers); by default only onnxport's own lines and warnings show")
 
 
 def add_inspect_parser(sub: Any) -> argparse.ArgumentParser:
@@ -153,7 +157,23 @@ def _progress_with_bytes() -> tuple[Callable[[str], None], Callable[[], None],
     return plain, lambda: None, None
 
 
-def _quiet_transformers() -> None:
+# Libraries whose log lines say nothing about the user's model: torchao, imported by
+# transformers whenever it is installed, logs that its CUDA kernels do not load and (through
+# torch's pytree logger) that its enums are registered; transformers logs its loading steps.
+_LIBRARY_LOGGERS = ("torch", "torchao", "transformers", "onnxscript", "huggingface_hub")
+
+
+def _quiet_libraries(verbose: bool = False) -> None:
+    """Keep other libraries' warnings and log lines off the terminal (all of them show with
+    --verbose). onnxport's own warnings, which are about the user's model, still show."""
+    import warnings
+
+    if verbose:
+        return
+    for name in _LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore")
+    warnings.filterwarnings("default", module=r"onnxport(\.|$)")
     try:
         import transformers
 
@@ -161,10 +181,6 @@ def _quiet_transformers() -> None:
         transformers.utils.logging.disable_progress_bar()
     except Exception:
         pass
-    import warnings
-
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=UserWarning, module="transformers")
 
 
 def _usage_error(e: BaseException) -> bool:
@@ -183,7 +199,7 @@ def run_export(ns: argparse.Namespace, output_dir: str | None) -> int:
     if not output_dir:
         print("onnxport export: give OUTPUT_DIR after --model CHECKPOINT_DIR", file=sys.stderr)
         return 2
-    _quiet_transformers()
+    _quiet_libraries(getattr(ns, "verbose", False))
     say, close, saving = _progress_with_bytes()
     try:
         result = export_checkpoint(
@@ -314,7 +330,7 @@ def run_verify(ns: argparse.Namespace) -> int:
     if not os.path.isfile(ns.onnx_file):
         print(f"onnxport verify: no file {ns.onnx_file!r}", file=sys.stderr)
         return 2
-    _quiet_transformers()
+    _quiet_libraries(getattr(ns, "verbose", False))
     say, close = _progress()
     try:
         config = checkpoint.load_config(ns.model, trust_remote_code=ns.trust_remote_code)
