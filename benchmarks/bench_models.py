@@ -46,7 +46,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from tests.models.zoo import ZOO, ZooModel
+from tests.models.zoo import ZOO, Positional, ZooModel
 
 import onnxport
 from onnxport.verify.compare import flatten_outputs
@@ -89,18 +89,6 @@ def _torch_dynamo(model: torch.nn.Module, entry: ZooModel, inputs: dict[str, Any
     return program.model_proto.SerializeToString()
 
 
-class _Positional(torch.nn.Module):
-    """model(**dict(zip(names, args))), outputs flattened to a tuple: what jit.trace can take."""
-
-    def __init__(self, model: torch.nn.Module, names: list[str]) -> None:
-        super().__init__()
-        self.model = model
-        self.names = names
-
-    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return tuple(flatten_outputs(self.model(**dict(zip(self.names, args)))))
-
-
 def _dynamic_axes(entry: ZooModel) -> dict[str, dict[int, str]]:
     axes: dict[str, dict[int, str]] = {}
     for name, spec in entry.dynamic_shapes.items():
@@ -117,7 +105,7 @@ def _torchscript_flavour(export: Callable[..., Any]) -> Callable[..., bytes]:
 
     def run(model: torch.nn.Module, entry: ZooModel, inputs: dict[str, Any], dynamic: bool) -> bytes:
         names = list(inputs)
-        wrapper = _Positional(model, names).eval()
+        wrapper = Positional(model, names).eval()
         f = io.BytesIO()
         axes = _dynamic_axes(entry) if dynamic else None
         export(wrapper, tuple(inputs.values()), f, dynamo=False, input_names=names,

@@ -20,7 +20,7 @@ pytest.importorskip("transformers")
 import onnxport
 from onnxport.verify.compare import flatten_outputs
 from tests.helpers import check_model
-from tests.models.zoo import ZOO, ZooModel
+from tests.models.zoo import ZOO, Positional, ZooModel
 
 
 FORMS = ("dims", "strings", "dynamic_axes")
@@ -110,18 +110,6 @@ def test_dynamic(entry: ZooModel, form: str) -> None:
     _compare(program, model, second, entry.tolerance)
 
 
-class _Positional(torch.nn.Module):
-    """model(**dict(zip(names, args))) with flattened outputs: what tracing takes."""
-
-    def __init__(self, model: torch.nn.Module, names: list[str]) -> None:
-        super().__init__()
-        self.model = model
-        self.names = names
-
-    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return tuple(flatten_outputs(self.model(**dict(zip(self.names, args)))))
-
-
 TORCHSCRIPT_SAMPLE = ("bert", "gpt2", "llama", "t5", "vit", "resnet")
 
 
@@ -135,7 +123,7 @@ def test_torchscript_flavour(entry: ZooModel, tmp_path: Any) -> None:
     names = list(inputs)
     _, axes = spec_forms(entry.dynamic_shapes)["dynamic_axes"]
     path = tmp_path / f"{entry.name}.onnx"
-    onnxport.export(_Positional(model, names).eval(), tuple(inputs.values()), str(path),
+    onnxport.export(Positional(model, names).eval(), tuple(inputs.values()), str(path),
                     dynamo=False, input_names=names, dynamic_axes=axes)
     import onnxruntime as ort
 

@@ -54,6 +54,21 @@ class ZooModel:
     xfail_dynamic: str | None = None
 
 
+class Positional(torch.nn.Module):
+    """model(**dict(zip(names, args))) with its outputs flattened to a tuple: what
+    torch.jit.trace (the TorchScript flavour) can take for a zoo entry's keyword inputs."""
+
+    def __init__(self, model: torch.nn.Module, names: list[str]) -> None:
+        super().__init__()
+        self.model = model
+        self.names = names
+
+    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        from onnxport.verify.compare import flatten_outputs
+
+        return tuple(flatten_outputs(self.model(**dict(zip(self.names, args)))))
+
+
 def _tf() -> Any:
     import transformers
 
