@@ -1,9 +1,10 @@
 """A smoke run on the newest supported torch, in an environment of its own.
 
-The suite runs on the torch of the environment it is started in (2.13.0 in CI, from the README's
-command). This test checks the other end of the supported range: it builds `<repo>/.venv-torch-
-newest` on first use (torch NEWEST from the package registry, a CUDA build of about 6 GB that
-runs on the CPU, then onnxport with its test extras), and runs SMOKE there: the public API, the
+The suite runs on the torch of the environment it is started in (2.13.0 in CI, from the
+README's command). This test checks the other end of the supported range: it builds
+`<repo>/.venv-torch-newest` on first use (torch as pinned in requirements/torch-newest.txt,
+from the package registry: a CUDA build of about 6 GB that runs on the CPU; then onnxport with
+its test extras), and runs SMOKE there: the public API, the
 conformance tests against that torch's own torch.onnx, a sample of the model zoo in both
 flavours, the CLI and its optimum and onnxruntime-genai clients on one checkpoint, and a sample
 of the OpInfo op tests. docs/torch_versions.md lists what was run on each supported torch.
@@ -24,7 +25,9 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-NEWEST = "2.15.0"
+REQUIREMENTS = REPO / "requirements" / "torch-newest.txt"
+NEWEST = next(line.split("==")[1].strip() for line in REQUIREMENTS.read_text().splitlines()
+              if line.startswith("torch=="))
 VENV = Path(os.environ.get("ONNXPORT_NEWEST_TORCH_VENV", REPO / ".venv-torch-newest"))
 
 SMOKE = [
@@ -56,7 +59,7 @@ def _version(text: str) -> tuple[int, ...]:
 def _build_venv() -> Path:
     python = VENV / "bin" / "python"
     stamp = VENV / ".onnxport-ready"
-    want = json.dumps([NEWEST, (REPO / "pyproject.toml").read_text()])
+    want = json.dumps([REQUIREMENTS.read_text(), (REPO / "pyproject.toml").read_text()])
     if stamp.is_file() and stamp.read_text() == want:
         return python
     start = time.perf_counter()
@@ -65,7 +68,7 @@ def _build_venv() -> Path:
     # 2.14.1): lift it for this one install.
     env = {**os.environ, "PIP_CONSTRAINT": "/dev/null"}
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    f"torch=={NEWEST}", "-e", f"{REPO}[test]"], check=True, env=env)
+                    "-r", str(REQUIREMENTS), "-e", f"{REPO}[test]"], check=True, env=env)
     stamp.write_text(want)
     print(f"built {VENV} (torch {NEWEST}) in {time.perf_counter() - start:.0f} s",
           file=sys.stderr)
