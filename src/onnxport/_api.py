@@ -13,13 +13,14 @@ import torch
 
 from onnxport._onnxscript import as_translation, is_onnxscript_function
 from onnxport._stages import ExportRun
-from onnxport._torchscript_api import export_torchscript
+from onnxport._torchscript_api import export_torchscript, warn_legacy_export
 # is_in_onnx_export is re-exported: onnxport.is_in_onnx_export, onnxport.utils take it from here.
 from onnxport._state import _as_registry, _exporting, is_in_onnx_export  # noqa: F401
 from onnxport._validate import check_dynamo_export_arguments, check_export_arguments
 from onnxport.capture import capture
 from onnxport.capture.torchscript import OperatorExportTypes, TrainingMode
-from onnxport.capture.dynamic_shapes import ResolvedInputs, resolve_inputs, split_trailing_kwargs
+from onnxport.capture.dynamic_shapes import (ResolvedInputs, resolve_inputs,
+                                             split_trailing_kwargs, warn_unused_dim_names)
 from onnxport.diagnostics import DiagnosticContext
 from onnxport.errors import OnnxExporterError, VerificationError
 from onnxport.exportable import ExportableModule
@@ -28,7 +29,7 @@ from onnxport.passes import cleanup_passes, run_passes, target_passes
 from onnxport.passes.convert_opset import LIBRARY_OPSET, align_function_opsets, convert_to_opset
 from onnxport.program import ONNXProgram
 from onnxport.translate import Registry
-from onnxport.translate.translator import Translator
+from onnxport.translate.translator import Translator, dtype_opset
 from onnxport.verify.compare import verify_program
 
 logger = logging.getLogger(__name__)
@@ -84,10 +85,11 @@ def export(
         verbose: Log progress.
         input_names: Names of the graph inputs, in order (default: forward's parameter names).
         output_names: Names of the graph outputs, in order.
-        opset_version: The ONNX opset (default 20, as torch.onnx 2.13).
-        dynamic_axes: The legacy form of dynamic_shapes: {input: {axis: dim name}} or
-            {input: [axis, ...]}; an input is named by `input_names`, its default graph input
-            name, or forward's parameter name.
+        opset_version: The ONNX opset (default 20, as torch.onnx 2.13; by default a model
+            with values of a newer type gets that type's opset, with a warning: float4 23).
+        dynamic_axes: The legacy form of dynamic_shapes (deprecated with dynamo=True, as in
+            torch.onnx): {input: {axis: dim name}} or {input: [axis, ...]}; an input is named
+            by `input_names`, its default graph input name, or forward's parameter name.
         keep_initializers_as_inputs: List the weights as graph inputs too (dynamo=False: None
             means False for OperatorExportTypes.ONNX, True otherwise).
         dynamo: True for the torch.export path; False for the TorchScript path.
@@ -149,6 +151,7 @@ def export(
         "export_modules_as_functions": export_modules_as_functions,
         "autograd_inlining": autograd_inlining}
     if not dynamo:
+        warn_legacy_export(stacklevel=2)
         if dynamic_shapes is not None:
             raise TypeError("dynamo=False takes dynamic_axes, not dynamic_shapes")
         _export_torchscript(model, args, f, kwargs=kwargs, export_params=export_params,
@@ -159,6 +162,14 @@ def export(
                             options=torchscript_options)
         return None
     _warn_ignored_torchscript_options(torchscript_options)
+    if dynamic_axes and dynamic_shapes is None and \
+            not isinstance(model, torch.export.ExportedProgram):
+        # As torch.onnx: only where dynamic_axes is what makes the dims dynamic.
+        warnings.warn(
+            "'dynamic_axes' is deprecated with dynamo=True: it is converted to 'dynamic_shapes' "
+            "(each axis it lists becomes Dim.DYNAMIC, named as given). Provide 'dynamic_shapes' "
+            "directly instead, with strings as custom axis names ({axis: 'batch'}).",
+            DeprecationWarning, stacklevel=2)
     if not isinstance(model, torch.export.ExportedProgram):
         args, kwargs = split_trailing_kwargs(tuple(args), kwargs)
     try:
@@ -214,6 +225,9 @@ def _export_dynamo(
                                    output_names=output_names)
             run.captured(captured, dynamic_shapes if dynamic_shapes is not None
                          else inputs.dynamic_shapes)
+            if opset_version is None:
+                target_opset = opset = _opset_for_dtypes(captured, target_opset)
+            warn_unused_dim_names(captured.exported_program, inputs, stacklevel=3)
             if dump_exported_program:
                 run.dump_exported_program(captured.exported_program)
             with run.stage("translate"):
@@ -311,6 +325,18 @@ def _with_translations(table: Registry, custom: Mapping[Any, Any] | None) -> Reg
             function = as_translation(function)
         table.register(target, is_custom=True)(function)
     return table
+
+
+def _opset_for_dtypes(captured: Any, opset: int) -> int:
+    """The default opset, or the newer one a dtype of the model needs (float4: 23), warning."""
+    needed = dtype_opset(captured.exported_program.graph_module)
+    if needed is None or needed[0] <= opset:
+        return opset
+    version, node, dtype = needed
+    warnings.warn(f"'{node}' has dtype {dtype}, which ONNX has only from opset {version}: "
+                  f"exporting at opset_version={version} instead of the default {opset}; pass "
+                  f"opset_version to choose the opset", UserWarning, stacklevel=4)
+    return version
 
 
 def _warn_size_one(inputs: ResolvedInputs) -> bool:

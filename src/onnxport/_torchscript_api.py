@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
@@ -35,6 +36,18 @@ logger = logging.getLogger(__name__)
 
 # torch.onnx 2.13 writes opset 20 with dynamo=False too (2.1-2.6 wrote 17).
 DEFAULT_TORCHSCRIPT_OPSET = 20
+
+# torch.onnx 2.13's words for `export(dynamo=False)`, so that filters written for them match.
+LEGACY_EXPORT_WARNING = (
+    "You are using the legacy TorchScript-based ONNX export. Starting in PyTorch 2.9, the new "
+    "torch.export-based ONNX exporter has become the default. Learn more about the new export "
+    "logic: https://docs.pytorch.org/docs/stable/onnx_export.html. For exporting control flow: "
+    "https://pytorch.org/tutorials/beginner/onnx/export_control_flow_model_to_onnx_tutorial.html")
+
+
+def warn_legacy_export(stacklevel: int = 2) -> None:
+    """The DeprecationWarning torch.onnx gives for `export(dynamo=False)`."""
+    warnings.warn(LEGACY_EXPORT_WARNING, DeprecationWarning, stacklevel=stacklevel + 1)
 
 
 

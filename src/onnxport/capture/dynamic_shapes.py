@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -38,6 +39,8 @@ class ResolvedInputs:
         dim_names: {flat input index: {axis: name}} for the dims the user named.
         dynamic_axes: {flat input index: axes asked to be dynamic}, for error messages.
         leaf_names: The readable name of each flat input (`x`, `past_key_values[0][1]`).
+        generated_names: The (flat input index, axis) pairs of `dim_names` the user did not
+            name (a list in dynamic_axes: `<input>_dynamic_axes_<k>`).
     """
 
     args: tuple[Any, ...]
@@ -46,6 +49,7 @@ class ResolvedInputs:
     dim_names: dict[int, dict[int, str]] = dataclasses.field(default_factory=dict)
     dynamic_axes: dict[int, set[int]] = dataclasses.field(default_factory=dict)
     leaf_names: list[str] = dataclasses.field(default_factory=list)
+    generated_names: set[tuple[int, int]] = dataclasses.field(default_factory=set)
 
 
 def split_trailing_kwargs(args: tuple[Any, ...], kwargs: dict[str, Any] | None
@@ -94,11 +98,43 @@ def resolve_inputs(
             names_only = ResolvedInputs(resolved.args, kwargs, leaf_names=inputs.leaf_names)
             _from_dynamic_axes(inputs, dynamic_axes, input_names, output_names, names_only)
             resolved.dim_names = names_only.dim_names
+            resolved.generated_names = names_only.generated_names
         resolved.dynamic_shapes = _from_dynamic_shapes(inputs, dynamic_shapes, resolved)
     elif dynamic_axes:
         resolved.dynamic_shapes = _from_dynamic_axes(inputs, dynamic_axes, input_names,
                                                      output_names, resolved)
     return resolved
+
+
+def warn_unused_dim_names(program: torch.export.ExportedProgram, inputs: ResolvedInputs, *,
+                          stacklevel: int = 2) -> None:
+    """Warn, as torch.onnx does, for each axis name the ONNX graph will not use: the axis
+    shares its symbol (torch.export proved it equal) with an axis named differently earlier
+    among the inputs, whose name the dimension takes. Generated names are not warned about."""
+    dim_names, leaf_names = inputs.dim_names, inputs.leaf_names
+    if not dim_names:
+        return
+    user = torch.export.graph_signature.InputKind.USER_INPUT
+    specs = {s.arg.name: s for s in program.graph_signature.input_specs if hasattr(s.arg, "name")}
+    placeholders = [node for node in program.graph.nodes if node.op == "placeholder"
+                    and (node.name not in specs or specs[node.name].kind is user)]
+    kept: dict[str, tuple[str, str]] = {}
+    for index, node in enumerate(placeholders):
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or index not in dim_names:
+            continue
+        for axis, name in sorted(dim_names[index].items()):
+            size = val.shape[axis] if axis < val.dim() else None
+            if not isinstance(size, torch.SymInt) or not size.node.expr.is_Symbol:
+                continue
+            leaf = leaf_names[index] if index < len(leaf_names) else node.name
+            where = f"input {leaf!r} axis {axis}"
+            first = kept.setdefault(str(size.node.expr), (name, where))
+            if first[0] != name and (index, axis) not in inputs.generated_names:
+                warnings.warn(f"The axis name {name!r} ({where}) will not be used, since it "
+                              f"shares the same shape constraints with another axis: "
+                              f"{first[0]!r} ({first[1]}); the ONNX dimension is named "
+                              f"{first[0]!r}", UserWarning, stacklevel=stacklevel + 1)
 
 
 # -- the inputs, as torch.export flattens them ------------------------------------------------
@@ -358,6 +394,8 @@ def _from_dynamic_axes(inputs: _TopInputs, dynamic_axes: Mapping[str, Any],
                 axis %= max(rank, 1)
                 per_leaf.setdefault(index, {})[axis] = Dim.DYNAMIC
                 out.dim_names.setdefault(index, {})[axis] = dim_name
+                if not isinstance(axes, Mapping):
+                    out.generated_names.add((index, axis))
                 out.dynamic_axes.setdefault(index, set()).add(axis)
     if not per_leaf:
         return None

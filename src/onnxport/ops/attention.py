@@ -7,7 +7,8 @@ are computed in float32, as torch's CPU math kernel does. dropout_p > 0 becomes 
 on the attention weights (ratio dropout_p, no training_mode input), as torch.onnx emits it:
 inference runtimes skip it.
 
-At opset >= 23 a 4-D attention without dropout is the single ONNX `Attention` node.
+At opset >= 23 a 4-D attention without dropout is the single ONNX `Attention` node, in the
+inputs' dtype (bfloat16 between Casts to float32: ONNX Runtime has no bfloat16 Attention).
 """
 
 from __future__ import annotations
@@ -151,6 +152,9 @@ def aten_scaled_dot_product_attention_23(g: GraphBuilder, query: Tensor, key: Te
         return aten_scaled_dot_product_attention(g, query, key, value, attn_mask, dropout_p,
                                                  is_causal, scale=scale, enable_gqa=enable_gqa)
     out, compute = _dtypes(query, dropout_p)
+    if out == ir.DataType.FLOAT16:
+        # ONNX Runtime's CPU Attention runs float16 (not bfloat16): no Casts around the node
+        compute = out
     mask = None
     if attn_mask is not None:
         mask = attn_mask if attn_mask.dtype == ir.DataType.BOOL else cast(g, attn_mask, compute)

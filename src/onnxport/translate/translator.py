@@ -130,6 +130,22 @@ def check_dtype_opsets(graph_module: torch.fx.GraphModule, opset: int) -> None:
                                        source=ctx.source)
 
 
+def dtype_opset(graph_module: torch.fx.GraphModule) -> tuple[int, str, torch.dtype] | None:
+    """The highest opset a value's dtype needs (float8: 19, float4: 23), with the first node
+    needing it and its dtype; None when every dtype exists in every opset."""
+    found: tuple[int, str, torch.dtype] | None = None
+    for node in _all_nodes(graph_module):
+        val = node_value(node)
+        for v in val if isinstance(val, (tuple, list)) else (val,):
+            if not isinstance(v, torch.Tensor):
+                continue
+            onnx_type = _dtypes.TORCH_TO_IR.get(v.dtype)
+            needed = _dtypes.MIN_OPSET.get(onnx_type) if onnx_type is not None else None
+            if needed is not None and (found is None or needed > found[0]):
+                found = (needed, node.name, v.dtype)
+    return found
+
+
 def _touches_complex(node: torch.fx.Node) -> bool:
     """Whether an FX node reads or writes a complex tensor."""
     if involves_complex(node_value(node)):
