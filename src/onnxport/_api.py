@@ -11,7 +11,7 @@ from typing import IO, Any
 
 import torch
 
-from onnxport._onnxscript import as_translation, is_onnxscript_function
+from onnxport._onnxscript import user_translation
 from onnxport._stages import ExportRun
 from onnxport._torchscript_api import export_torchscript, warn_legacy_export
 # is_in_onnx_export is re-exported: onnxport.is_in_onnx_export, onnxport.utils take it from here.
@@ -97,8 +97,10 @@ def export(
         dynamic_shapes: As torch.export.export takes it, and per axis also a string, which
             makes the axis dynamic and names the ONNX dimension (one string used on two
             inputs is one dimension).
-        custom_translation_table: {torch op: translation}; a translation is an onnxscript
-            function or an onnxport `fn(g, ...)`, or a list of them (the first is used). It
+        custom_translation_table: {torch op: translation}; a translation is a function
+            calling onnxscript ops (torch.onnx's form: traced, the node's arguments bound to
+            its own parameters), an onnxscript function, an onnxport `fn(g, ...)` (first
+            parameter `g`), or a list of them (per node, the first whose signature fits). It
             overrides the built-in op library for this export, as `OnnxRegistry.register_op`.
         report: Write a markdown report to `artifacts_dir`, on success and on failure.
         optimize: Run the optimization passes (constant folding, CSE, dead code removal,
@@ -305,7 +307,13 @@ def _from_exportable_module(model: Any, args: tuple[Any, ...], kwargs: dict[str,
 
 
 def _with_translations(table: Registry, custom: Mapping[Any, Any] | None) -> Registry:
-    """A copy of `table` with the user's `custom_translation_table` on top."""
+    """A copy of `table` with the user's `custom_translation_table` on top.
+
+    A value is a translation in any form `user_translation` takes: onnxport's `fn(g, ...)`,
+    an onnxscript function, a plain function calling onnxscript ops (torch.onnx's form,
+    traced), or a list of them (per node, the first whose signature fits). A key is an
+    OpOverload, an OpOverloadPacket (all its overloads) or another FX target.
+    """
     if not custom:
         return table
     table = table.copy()
@@ -313,17 +321,17 @@ def _with_translations(table: Registry, custom: Mapping[Any, Any] | None) -> Reg
         if isinstance(function, (list, tuple)):
             if not function:
                 raise ValueError(f"custom_translation_table[{target}] is an empty list")
-            function = function[0]
-        if not callable(function):
+            bad = [f for f in function if not callable(f) and not isinstance(f, (list, tuple))]
+        else:
+            bad = [] if callable(function) else [function]
+        if bad:
             raise TypeError(f"custom_translation_table[{target}] must be a function, got "
-                            f"{type(function).__name__}")
+                            f"{type(bad[0]).__name__}")
         if not isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)) \
                 and not callable(target):
             raise TypeError(f"custom_translation_table keys are torch ops (torch.ops.aten.add."
                             f"Tensor), got {target!r}")
-        if is_onnxscript_function(function):
-            function = as_translation(function)
-        table.register(target, is_custom=True)(function)
+        table.register(target, is_custom=True)(user_translation(function))
     return table
 
 

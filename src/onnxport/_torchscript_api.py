@@ -30,7 +30,7 @@ from onnxport.translate.module_functions import modules_as_functions
 from onnxport.passes.convert_opset import LIBRARY_OPSET, align_function_opsets, convert_to_opset
 from onnxport.program import ONNXProgram
 from onnxport.translate import Registry
-from onnxport.translate.torchscript import TorchScriptTranslator
+from onnxport.translate.torchscript import TorchScriptTranslator, translate_script
 
 logger = logging.getLogger(__name__)
 
@@ -113,11 +113,11 @@ def export_torchscript(
             print(captured.graph)
         opset = max(target_opset, LIBRARY_OPSET)
         with run.stage("translate"):
-            onnx_model = TorchScriptTranslator(
+            onnx_model = translate_script(
                 captured, registry, opset, input_names=input_names, output_names=output_names,
                 operator_export_type=operator_export_type, dim_names=dim_names,
                 custom_opsets=dict(custom_opsets or {}), symbolic_opset=target_opset,
-                autograd_inlining=autograd_inlining).run()
+                autograd_inlining=autograd_inlining)
         logger.info("translated: %d nodes", len(onnx_model.graph))
         with run.stage("passes"):
             onnx_model = _run_passes(onnx_model, opset, target_opset,
@@ -158,12 +158,11 @@ def translate_captured(
 ) -> Any:
     """A captured TorchScript graph -> an onnx_ir Model at `target_opset` (passes run)."""
     opset = max(target_opset, LIBRARY_OPSET)
-    translator = TorchScriptTranslator(
+    onnx_model = translate_script(
         captured, registry, opset, input_names=input_names, output_names=output_names,
         operator_export_type=operator_export_type, dim_names=dim_names,
         custom_opsets=dict(custom_opsets or {}), symbolic_opset=target_opset,
         autograd_inlining=autograd_inlining)
-    onnx_model = translator.run()
     logger.info("translated: %d nodes", len(onnx_model.graph))
     return _run_passes(onnx_model, opset, target_opset, fold=fold)
 

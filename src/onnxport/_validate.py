@@ -211,17 +211,35 @@ def check_export_arguments(
         return  # it supplies its own inputs and names; checked when they are resolved
     if inputs is not None:
         count = _flat_inputs(model, flat_args, flat_kwargs, dynamic_shapes)
+        numbers = 0
         weights = 0
+        if not dynamo:
+            # A scripted model takes the Python numbers given for its int / float / bool
+            # parameters as graph inputs too; tracing bakes them in (none for other models).
+            from onnxport.capture.torchscript import normalize_args, script_number_inputs
+
+            numbers = len(script_number_inputs(model, *normalize_args(flat_args, flat_kwargs)))
         if not dynamo and isinstance(model, torch.nn.Module):
             # The TorchScript flavour's input_names go on to name the weights (torch.onnx's
             # AlexNet example names 16 of them).
             weights = len(model.state_dict())
-        if count is not None and len(inputs) > count + weights:
+        if count is not None and len(inputs) > count + numbers + weights:
+            count += numbers
             what = (f"{count} graph input{'' if count == 1 else 's'} (one per tensor in args "
-                    f"and kwargs)" + (f" and {weights} weights" if weights else ""))
+                    "and kwargs" + (", and per int/float/bool argument of the scripted "
+                                    "model" if numbers else "") + ")"
+                    + (f" and {weights} weights" if weights else ""))
+            hint = ""
+            if not dynamo and not numbers and not isinstance(
+                    model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)) and any(
+                    isinstance(leaf, (int, float)) for leaf in pytree.tree_leaves(
+                        (flat_args, flat_kwargs or {}))):
+                hint = ("; torch.jit.trace bakes the Python numbers in args into the graph as "
+                        "constants (script the model, torch.jit.script, to make its int/float/"
+                        "bool arguments graph inputs)")
             raise ValueError(f"input_names has {len(inputs)} names "
                              f"({', '.join(map(repr, inputs))}), but the inputs given make "
-                             f"{what}: give at most {count + weights}")
+                             f"{what}: give at most {count + weights}{hint}")
     if isinstance(model, torch.export.ExportedProgram):
         check_output_names(outputs, _program_outputs(model), "the ExportedProgram returns")
     elif not dynamo and dynamic_axes and not isinstance(

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from onnxport._onnxscript import as_translation, is_onnxscript_function
+from onnxport._onnxscript import user_translation
 from onnxport.translate.registry import Registry, Translation, default_registry
 
 
@@ -49,6 +49,10 @@ class OnnxRegistry:
                     overload: str | None = None, is_complex: bool = False) -> None:
         """Register `function` for torch.ops.<namespace>.<op_name>.<overload>.
 
+        `function` is a translation in any form `custom_translation_table` takes: a plain
+        function calling onnxscript ops (traced), an onnxscript function, an onnxport
+        `fn(g, ...)`, or a list of them.
+
         Raises:
             ValueError: the name does not name an operator.
         """
@@ -58,6 +62,4 @@ class OnnxRegistry:
             target = self._target(namespace, op_name, overload)
         except (AttributeError, RuntimeError) as e:
             raise ValueError(f"no operator torch.ops.{namespace}.{op_name}.{overload or 'default'}") from e
-        if is_onnxscript_function(function):
-            function = as_translation(function)
-        self.registry.add(Translation(target, function, 1, is_custom=True))
+        self.registry.add(Translation(target, user_translation(function), 1, is_custom=True))

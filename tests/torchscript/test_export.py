@@ -461,18 +461,6 @@ def test_scripted_while_loop_with_counter() -> None:
         assert int(steps) == expected_steps
 
 
-def test_scripted_list_built_in_loop() -> None:
-    @torch.jit.script
-    def powers(x: torch.Tensor, n: int) -> torch.Tensor:
-        parts: list[torch.Tensor] = []
-        for i in range(n):
-            parts.append(x * i)
-        return torch.cat(parts, 0)
-
-    x = torch.randn(2, 3)
-    _compare(powers, (x, 3), eager=lambda a: powers(a, 3))
-
-
 def test_scripted_list_appended_in_data_dependent_loop_is_a_sequence() -> None:
     @torch.jit.script
     def running_tanh(x: torch.Tensor) -> torch.Tensor:

@@ -2,8 +2,11 @@
 
 `capture_torchscript` returns a `ScriptCaptured`: one flat `torch._C.Graph` (method calls
 inlined, tuples lowered where possible), the module its `prim::GetAttr` nodes read from, and
-for each tensor graph input its example value and its name (forward's parameter name).
-Non-tensor inputs are baked into the graph as constants, as the TorchScript exporter does.
+for each graph input its example value and its name (forward's parameter name).
+Tensors are graph inputs. Python numbers (int, float, bool) are graph inputs of a scripted
+model whose graph types the parameter as such (0-d INT64 / DOUBLE / BOOL, as torch.onnx makes
+them), so control flow and arithmetic on them follow the value given at run time; a traced
+model bakes them (and every other non-tensor input) in as constants, as torch.jit.trace does.
 """
 
 from __future__ import annotations
@@ -47,9 +50,9 @@ class ScriptCaptured:
     """A TorchScript graph ready to translate.
 
     `graph` takes `self` first when `module` is set, then one input per entry of
-    `example_inputs` (tensors become graph inputs named by `input_names`, in order; other
-    values are baked in); `strip_prefix` is removed from the
-    front of attribute paths (the tracing wrapper's own attribute name).
+    `example_inputs` (tensors, and the Python numbers at `number_inputs`, become graph inputs
+    named by `input_names`, in order; other values are baked in); `strip_prefix` is removed
+    from the front of attribute paths (the tracing wrapper's own attribute name).
     """
 
     graph: torch._C.Graph
@@ -64,6 +67,34 @@ class ScriptCaptured:
     dynamic_dims: dict[int, list[bool]] | None = None
     # What `self.training` reads during translation (None: the modules' own flags).
     training: bool | None = None
+    # Positions in `example_inputs` of Python numbers that are graph inputs (scripted models).
+    number_inputs: tuple[int, ...] = ()
+
+
+# TorchScript parameter types whose Python numbers a scripted model takes as graph inputs.
+_NUMBER_TYPES = (torch._C.IntType, torch._C.FloatType, torch._C.BoolType)
+
+
+def script_number_inputs(model: Any, positional: tuple[Any, ...], named: dict[str, Any]
+                         ) -> list[int]:
+    """Positions (among forward's parameters after self) of the Python numbers a scripted
+    model takes as graph inputs: an int, float or bool given for a parameter typed int, float
+    or bool. Empty for a model that is not scripted."""
+    if not isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        return []
+    is_module = isinstance(model, torch.jit.ScriptModule)
+    try:
+        schema = (model.forward.schema if is_module else model.schema).arguments
+    except (AttributeError, RuntimeError):
+        return []
+    schema = schema[1 if is_module else 0:]
+    full, _ = _bind_named(model, positional, named)
+    return [i for i, (arg, value) in enumerate(zip(schema, full))
+            if _is_number(value) and isinstance(arg.type, _NUMBER_TYPES)]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, bool))
 
 
 def normalize_args(args: Any, kwargs: dict[str, Any] | None = None
@@ -291,6 +322,7 @@ def _from_script(model: Any, positional: tuple[Any, ...], named: dict[str, Any],
     schema = (model.forward.schema if is_module else model.schema).arguments[1 if is_module else 0:]
     names: list[str] = []
     examples: list[Any] = []
+    numbers: list[int] = []
     for i, value in enumerate(inputs):
         if i < len(full):
             example = full[i]
@@ -298,12 +330,20 @@ def _from_script(model: Any, positional: tuple[Any, ...], named: dict[str, Any],
             example = schema[i].default_value
         else:
             example = None
-        if isinstance(example, torch.Tensor):
+        # A Python number given for a parameter the graph types int/float/bool is a graph
+        # input (torch.onnx does the same): its value at run time drives the graph. Defaults
+        # not given stay constants.
+        number = i < len(full) and _is_number(example) and \
+            isinstance(value.type(), _NUMBER_TYPES)
+        if number:
+            numbers.append(i)
+        if isinstance(example, torch.Tensor) or number:
             names.append(schema[i].name if i < len(schema) else f"input_{i}")
         examples.append(example)
     mode = None if training == TrainingMode.PRESERVE else training == TrainingMode.TRAINING
     return ScriptCaptured(graph, model if is_module else None, names, examples,
-                          "torch.jit.script", seconds=time.perf_counter() - t0, training=mode)
+                          "torch.jit.script", seconds=time.perf_counter() - t0, training=mode,
+                          number_inputs=tuple(numbers))
 
 
 def _flatten(graph: torch._C.Graph) -> None:

@@ -42,7 +42,8 @@ from onnxport.translate.registry import Registry, Translation
 from onnxport.translate.translator import IR_VERSION, _identity, _version, unsupported_error
 from onnxport.translate.ts_graph import (
     _all_nodes, _debug_name, _dispatch_overload, _element_outputs, _has_symbolic, _is_tensor_type,
-    _meta_infos, _node_overload, _OutVal, _scope_path, _shape, _source, _type_info,
+    _mark_scalar, _meta_infos, _node_overload, _OutVal, _scope_path, _shape, _source,
+    _type_info,
 )
 from onnxport.translate.ts_prims import _ELEM_RANK, _PRIM, _SPECIAL, _Obj
 from onnxport.translate.ts_scalars import (
@@ -223,7 +224,15 @@ class TorchScriptTranslator:
             self._set(inputs[0], _Obj("", captured.module))
             inputs = inputs[1:]
         index = 0
-        for value, example in zip(inputs, captured.example_inputs):
+        numbers = set(captured.number_inputs)
+        for position, (value, example) in enumerate(zip(inputs, captured.example_inputs)):
+            if position in numbers:
+                default = captured.input_names[index] if index < len(captured.input_names) \
+                    else f"input_{index}"
+                name = self.input_names[index] if index < len(self.input_names) else default
+                index += 1
+                self._set(value, self._number_input(name, value))
+                continue
             if not isinstance(example, torch.Tensor):
                 self._set(value, example)
                 continue
@@ -242,6 +251,27 @@ class TorchScriptTranslator:
             self._set(value, out)
         for value in inputs[len(captured.example_inputs):]:
             self._set(value, None)
+
+    def _number_input(self, name: str, value: torch._C.Value) -> ir.Value:
+        """A scripted model's int / float / bool parameter as a 0-d graph input.
+
+        Its ONNX type is torch.onnx's: INT64, DOUBLE (a Python float) or BOOL. The scalar
+        handlers and control flow read it as a 0-d scalar value of the type the graph gives
+        floats (FLOAT), so a float input is cast once where it enters.
+        """
+        ty = value.type()
+        dtype = ir.DataType.INT64 if isinstance(ty, torch._C.IntType) else \
+            ir.DataType.DOUBLE if isinstance(ty, torch._C.FloatType) else ir.DataType.BOOL
+        out = ir.Value(name=name, type=ir.TensorType(dtype), shape=ir.Shape([]))
+        self.g.reserve_name(name)
+        self.g.graph.inputs.append(out)
+        self._bound.add(id(out))
+        if dtype == ir.DataType.DOUBLE:
+            g = self.g
+            g.scope.name_prefix, g.scope.value_prefix, g.scope.metadata = "", name, {}
+            out = g.op("Cast", out, to=ir.DataType.FLOAT)
+            out.shape = ir.Shape([])
+        return _mark_scalar(out)
 
     def _initializer(self, path: str, tensor: torch.Tensor) -> ir.Value:
         name = path[len(self.captured.strip_prefix):] if self.captured.strip_prefix and \
@@ -741,3 +771,48 @@ def _is_view_here(node: torch._C.Node) -> bool:
             return False
     return list(sizes) == list(out_sizes) and out_strides is not None and \
         list(strides) == list(out_strides)
+
+
+def translate_script(captured: ScriptCaptured, registry: Registry, opset: int, *,
+                     input_names: Sequence[str] | None = None, **options: Any) -> ir.Model:
+    """Translate `captured`; the options are TorchScriptTranslator's.
+
+    A scripted model's int / float / bool arguments are graph inputs (`number_inputs`). Where
+    a translation needs one of them known at export time (a reduction's `dim`, ...) and fails
+    with the run-time value, the graph is translated again with those arguments as constants
+    (their example values), as before they were inputs, with a UserWarning naming them and
+    the op; `input_names` then skip them.
+    """
+    try:
+        return TorchScriptTranslator(captured, registry, opset, input_names=input_names,
+                                     **options).run()
+    except TranslationError as first:
+        if not captured.number_inputs:
+            raise
+        failure = first
+    numbers = set(captured.number_inputs)
+    positions = [i for i, x in enumerate(captured.example_inputs)
+                 if i in numbers or isinstance(x, torch.Tensor)]
+    baked_names = [name for name, i in zip(captured.input_names, positions) if i in numbers]
+    names = None
+    if input_names is not None:
+        names = [name for k, name in enumerate(input_names)
+                 if k >= len(positions) or positions[k] not in numbers]
+    baked = dataclasses.replace(
+        captured, number_inputs=(),
+        input_names=[n for n, i in zip(captured.input_names, positions) if i not in numbers])
+    try:
+        model = TorchScriptTranslator(baked, registry, opset, input_names=names,
+                                      **options).run()
+    except TranslationError:
+        raise failure from None
+    import warnings
+
+    described = ", ".join(f"{n}={captured.example_inputs[i]!r}"
+                          for n, i in zip(baked_names, sorted(numbers)))
+    first_line = str(failure).splitlines()[0] if str(failure) else type(failure).__name__
+    warnings.warn(f"the scripted model's number argument(s) {described} are exported as "
+                  f"constants, not graph inputs: the ONNX model computes with these values "
+                  f"whatever is given at run time. With them as inputs the translation failed "
+                  f"({first_line})", UserWarning, stacklevel=4)
+    return model

@@ -21,7 +21,8 @@ from onnxport.translate.builder import GraphBuilder
 from onnxport.translate.translator import _identity
 from onnxport.translate.ts_graph import _all_nodes, _mark_scalar, _type_info
 from onnxport.translate.ts_scalars import (
-    _TORCH_TO_CODE, _dim, _getitem, _len, _scalar_binary, _size, _to_scalar, cast,
+    _TORCH_TO_CODE, _derive_index, _dim, _getitem, _len, _range_length, _scalar_binary, _size,
+    _to_scalar, cast,
 )
 from onnxport.translate.ts_symbolic import _python_op
 
@@ -429,6 +430,8 @@ _SPECIAL: dict[str, Callable[[TorchScriptTranslator, torch._C.Node], None]] = {
     "aten::__getitem__": _getitem,
     "aten::append": _append,
     "aten::len": _len,
+    "aten::__range_length": _range_length,
+    "aten::__derive_index": _derive_index,
     "aten::__is__": _is_none,
     "aten::__isnot__": _is_none,
     "aten::warn": _ignore,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import onnx_ir as ir
 import torch
 
+from onnxport.errors import TranslationError
 from onnxport.translate.builder import GraphBuilder
 from onnxport.translate.ts_graph import _mark_scalar, _type_info
 
@@ -186,6 +187,43 @@ _SCALAR_OPS = {
     "__and__": ("And", lambda a, b: a and b), "__or__": ("Or", lambda a, b: a or b),
     "neg": ("Neg", lambda a: -a),
 }
+
+
+def _range_length(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+    """`len(range(lo, hi, step))` (aten::__range_length), the trip count of `for i in range`."""
+    lo, hi, step = (t._get(v) for v in node.inputs())
+    if not any(isinstance(x, ir.Value) for x in (lo, hi, step)):
+        t._set(node.output(), len(range(lo, hi, step)))
+        return
+    if isinstance(step, ir.Value):
+        raise TranslationError("range() with a step known only at run time")
+    if step == 0:
+        raise TranslationError("range() arg 3 must not be zero")
+    g = t.g
+    lo, hi = cast(g, lo, ir.DataType.INT64), cast(g, hi, ir.DataType.INT64)
+    # ceil((hi - lo) / step) for step > 0, else ceil((lo - hi) / -step); never below 0 (a
+    # negative numerator only matters through the clamp, so Div's truncation is exact here).
+    span = g.op("Sub", hi, lo) if step > 0 else g.op("Sub", lo, hi)
+    size = abs(step)
+    if size != 1:
+        span = g.op("Div", g.op("Add", span, g.const(size - 1, ir.DataType.INT64)),
+                    g.const(size, ir.DataType.INT64))
+    out = g.op("Max", span, g.const(0, ir.DataType.INT64))
+    out.shape = ir.Shape([])
+    t._set(node.output(), _mark_scalar(out))
+
+
+def _derive_index(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+    """The loop variable of `for i in range(start, ..., step)` at iteration `index`."""
+    index, start, step = (t._get(v) for v in node.inputs())
+    if not any(isinstance(x, ir.Value) for x in (index, start, step)):
+        t._set(node.output(), start + index * step)
+        return
+    g = t.g
+    out = g.op("Add", cast(g, start, ir.DataType.INT64),
+               g.op("Mul", cast(g, index, ir.DataType.INT64), cast(g, step, ir.DataType.INT64)))
+    out.shape = ir.Shape([])
+    t._set(node.output(), _mark_scalar(out))
 
 
 def is_scalar_node(node: torch._C.Node) -> bool:
