@@ -123,13 +123,13 @@ def report(versions: dict[str, Path], args: argparse.Namespace) -> str:
              f"`python benchmarks/bench_compat.py` (OpInfo: one in {args.opinfo_every} of op_db, "
              f"{', '.join(args.opinfo_dtypes)}, {args.opinfo_max_samples} sample(s) per op; fuzz: seeds {args.fuzz_start}-"
              f"{args.fuzz_start + args.fuzz_seeds - 1}). Minutes per check in the last column.",
-             "", "## Model zoo (tests/models/zoo.py): models passing, static / dynamic", "",
+             "", "## Model zoo (tests/models/zoo.py): models passing, static and dynamic", "",
              "| torch | models | " + " | ".join(ZOO_TITLES[e] for e in ZOO_EXPORTERS)
              + " | minutes |", "|---|---:|" + "---:|" * len(ZOO_EXPORTERS) + "---:|"]
     for version, work in versions.items():
         n, counts = zoo_rows(work)
         secs = _seconds(work).get("zoo")
-        cells = [f"{counts[e][0]} / {counts[e][1]}" if e in counts else "-"
+        cells = [f"static {counts[e][0]}, dynamic {counts[e][1]}" if e in counts else "-"
                  for e in ZOO_EXPORTERS]
         lines.append(f"| {version} | {n} | " + " | ".join(cells) + f" | {_min(secs)} |")
     lines += ["", "## OpInfo sample: ops passing (every sample tried matches eager)", "",
