@@ -160,5 +160,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
 
 
+def entry() -> None:
+    """The `onnxport` command: `main()`, then exit without the interpreter's teardown.
+
+    Every file is written, flushed and closed by then; tearing down torch, transformers and the
+    exported graphs object by object takes about a second and changes nothing on disk. The
+    exit functions (temporary folders, logging) still run.
+    """
+    import atexit
+    import os
+
+    try:
+        code = main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if e.code is not None and not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    atexit._run_exitfuncs()
+    os._exit(code or 0)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()
