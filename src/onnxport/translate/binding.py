@@ -97,7 +97,23 @@ def bind(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     keyword-only, and `add.Scalar`, whose `alpha` is positional). Other targets get their
     arguments as given. A translation marked `OWN_SIGNATURE` gets one `NodeArguments`.
     """
-    arguments = node_arguments(target, args, kwargs, convert)
     if fn is not None and getattr(fn, OWN_SIGNATURE, False):
-        return [arguments], {}
-    return arguments.for_translation(fn)
+        return [node_arguments(target, args, kwargs, convert)], {}
+    # Every node of every export comes through here: no per-argument objects.
+    if not isinstance(target, torch._ops.OpOverload):
+        return [convert(a) for a in args], {k: convert(v) for k, v in kwargs.items()}
+    by_name = _keyword_only(fn) if fn is not None else frozenset()
+    positional: list[Any] = []
+    keywords: dict[str, Any] = {}
+    for i, arg in enumerate(target._schema.arguments):
+        if i < len(args):
+            value = args[i]
+        elif arg.name in kwargs:
+            value = kwargs[arg.name]
+        else:
+            value = arg.default_value if arg.has_default_value() else None
+        if arg.kwarg_only or arg.name in by_name:
+            keywords[arg.name] = convert(value)
+        else:
+            positional.append(convert(value))
+    return positional, keywords
