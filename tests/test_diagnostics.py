@@ -20,7 +20,7 @@ class InPlaceOnInput(torch.nn.Module):
 
 @torch.library.custom_op("onnxport_diag::mystery", mutates_args=())
 def mystery(x: torch.Tensor) -> torch.Tensor:
-    return x.clone()
+    return torch.from_numpy(x.numpy().copy())  # numpy: a body no trace can inline
 
 
 @mystery.register_fake

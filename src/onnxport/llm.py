@@ -112,6 +112,15 @@ def _cache_geometry(config: Any) -> tuple[int, int, int]:
     return num_layers, kv_heads, head_dim
 
 
+def _sliding_window(config: Any) -> int | None:
+    """The window of a config whose layers include sliding-window attention, else None."""
+    window = getattr(config, "sliding_window", None)
+    layer_types = getattr(config, "layer_types", None) or []
+    if window and "sliding_attention" in layer_types:
+        return int(window)
+    return None
+
+
 def empty_past(config: Any, batch: int, past_sequence: int = 0, *,
                dtype: torch.dtype = torch.float32) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Zero past keys/values of `past_sequence` positions (0: the prefill step) for `config`."""
@@ -175,7 +184,13 @@ def export_decoder_with_cache(model: torch.nn.Module, *, batch: int = 2, sequenc
     attention_mask = torch.ones(batch, past_sequence + sequence, dtype=torch.long)
     past = [(torch.randn(k.shape).to(float_dtype), torch.randn(v.shape).to(float_dtype))
             for k, v in empty_past(config, batch, past_sequence)]
-    dims = {key: torch.export.Dim(names[key]) for key in ("batch", "sequence", "past_sequence")}
+    window = _sliding_window(config)
+    # A sliding-window cache (gpt-oss) drops its oldest positions once past + new tokens
+    # reach the window, a branch on sizes the graph cannot hold: the graph covers the
+    # lengths before it, past and new tokens up to half the window each.
+    bound = {} if window is None else {"max": max((window - 1) // 2, 2)}
+    dims = {key: torch.export.Dim(names[key], **(bound if key != "batch" else {}))
+            for key in ("batch", "sequence", "past_sequence")}
     cache_dims = {0: dims["batch"], 2: dims["past_sequence"]}
     dynamic_shapes: dict[str, Any] | None = {
         "input_ids": {0: dims["batch"], 1: dims["sequence"]},

@@ -249,10 +249,15 @@ def test_deform_conv2d_groups_and_offset_groups():
     _check(onnxport.export(model, (x, offset, mask)), model, x, offset, mask, rtol=1e-4, atol=1e-4)
 
 
-def test_deform_conv2d_needs_opset_19():
+def test_deform_conv2d_needs_opset_19(monkeypatch: pytest.MonkeyPatch):
+    # torchvision's compiled operator has no Python body to inline (the shim's reference
+    # kernel has one: switched off here), so below opset 19 it has no translation.
+    import onnxport.capture.decompose as decompose
+
+    monkeypatch.setattr(decompose, "custom_op_implementation", lambda op: None)
     model = DeformConv(False)
     args = (torch.randn(1, 4, 9, 8), torch.randn(1, 18, 5, 8))
-    with pytest.raises(Exception, match="deform_conv2d"):
+    with pytest.raises(onnxport.UnsupportedOperatorError, match="deform_conv2d"):
         onnxport.export(model, args, opset_version=18)
 
 

@@ -45,7 +45,24 @@ def decomposition_for(op: Any) -> Callable[..., Any] | None:
     if isinstance(op, torch._ops.OpOverload) and torch._C._dispatch_has_kernel_for_dispatch_key(
             op.name(), "CompositeImplicitAutograd"):
         return op.decompose
-    return None
+    return custom_op_implementation(op)
+
+
+def custom_op_implementation(op: Any) -> Callable[..., Any] | None:
+    """The Python function a `torch.library.custom_op` was defined with, or None.
+
+    torch.export keeps a custom op as one opaque node. Without a translation, its own body
+    is traced in its place (it is inlined): this works where the body is plain torch without
+    data-dependent control flow; a body that is not (e.g. `.tolist()` of a tensor) fails to
+    trace, and the op stays untranslated, reported as such.
+    """
+    if not isinstance(op, torch._ops.OpOverload):
+        return None
+    from torch._library.custom_ops import OPDEFS
+
+    definition = OPDEFS.get(op._schema.name)
+    function = getattr(definition, "_init_fn", None)
+    return function if callable(function) else None
 
 
 def decompose_node(graph: torch.fx.Graph, node: torch.fx.Node,

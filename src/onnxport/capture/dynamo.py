@@ -22,7 +22,11 @@ import torch
 from torch.utils import _pytree as pytree
 
 from onnxport.capture.captured import Captured
-from onnxport.capture.decompose import decompose_node, decomposition_for
+from onnxport.capture.decompose import (
+    custom_op_implementation,
+    decompose_node,
+    decomposition_for,
+)
 from onnxport.capture.inplace import effective_target
 from onnxport.capture.kernels import capture_kernels
 from onnxport.capture.rnn import loop_shaped_rnns
@@ -502,12 +506,44 @@ def _raise_forward_error(attempts: list[CaptureAttempt], model: Any, module: tor
         if path is not None:
             text.append(f"  raised in module {path or '(the model itself)'!r}: "
                         f"{_one_line(repr(culprit))}")
+    eager = _eager_verdict(module, args, kwargs)
+    if eager is not None:
+        text.append(f"  {eager}")
     text.append(f"torch.export ran the model's forward on these inputs and its code raised "
-                f"(the same inputs most likely fail in eager mode too: check their shapes and "
-                f"values against what the model expects).\n"
+                f"(check the inputs' shapes and values, and the model's config, against what "
+                f"the model expects).\n"
                 f"torch.export tried {len(attempts)} strategies:\n{lines}")
     text += [f"  torch.export: {hint}" for hint in _advice(attempts)]
     raise ForwardError("\n".join(text), attempts, location=location, inputs=inputs) from error
+
+
+def _eager_verdict(module: torch.nn.Module, args: Sequence[Any],
+                   kwargs: dict[str, Any] | None) -> str | None:
+    """Whether eager PyTorch fails on the same inputs, said in one line with eager's own
+    message (concrete sizes where the trace had symbols); None where running it could change
+    state or is impossible (training mode, fake or meta weights)."""
+    if module.training:
+        return None
+    for tensor in (*module.parameters(), *module.buffers()):
+        if tensor.is_meta or isinstance(tensor, torch._subclasses.FakeTensor):
+            return None
+    try:
+        import copy
+
+        inputs = copy.deepcopy((tuple(args), dict(kwargs or {})))
+    except Exception:  # noqa: BLE001  (inputs that cannot be copied: do not risk mutating them)
+        return None
+    try:
+        with torch.no_grad():
+            module(*inputs[0], **inputs[1])
+    except Exception as error:  # noqa: BLE001  (the model's own failure, reported as text)
+        user, in_module = _forward_frames(error)
+        frame = user or in_module
+        where = f" at {_location(frame)[0]}" if frame is not None else ""
+        return (f"eager PyTorch fails on these inputs too{where}: {type(error).__name__}: "
+                f"{_one_line(_first_line(error))}")
+    return ("eager PyTorch runs these inputs without error: the failure comes from tracing "
+            "them with symbolic shapes")
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -550,8 +586,10 @@ def _decompose_untranslated(captured: Captured, has_translation: Callable[[Any],
                     and decompose_node(program.graph, node, decomposition):
                 changed = True
                 captured.decomposed.append(str(target))
-            else:
+            elif decomposition is not custom_op_implementation(target):
                 fallback[target] = decomposition
+            # (a custom op whose body cannot be traced alone stays untranslated: re-tracing
+            # the whole program would fail on the same body; the missing-op error names it)
         if fallback or has_mutation:
             oblivious = torch.fx.experimental._config.patch(backed_size_oblivious=True) \
                 if size_oblivious else contextlib.nullcontext()

@@ -159,6 +159,8 @@ def unsupported_error(missing: Sequence[MissingOp], opset: int) -> UnsupportedOp
         f"  {m.target:<34} first used by '{m.node}'"
         + (f" in module '{m.module_path}'" if m.module_path else "")
         + (f" ({m.source})" if m.source else "")
+        + ("\n    (a custom op: its Python body was not inlined because torch.export cannot "
+           "trace it, e.g. data-dependent control flow)" if _is_custom_op(m.target) else "")
         for m in missing
     ]
     noun = "operator has" if len(missing) == 1 else "operators have"
@@ -169,6 +171,20 @@ def unsupported_error(missing: Sequence[MissingOp], opset: int) -> UnsupportedOp
         "(docs/adding_an_op.md)",
         list(missing),
     )
+
+
+def _is_custom_op(name: str) -> bool:
+    """Whether `ns.op.overload` names a `torch.library.custom_op` with a Python body."""
+    from onnxport.capture.decompose import custom_op_implementation
+
+    parts = name.split(".")
+    if len(parts) != 3:
+        return False
+    try:
+        overload = getattr(getattr(getattr(torch.ops, parts[0]), parts[1]), parts[2])
+    except (AttributeError, RuntimeError):
+        return False
+    return custom_op_implementation(overload) is not None
 
 
 def _qualified(name: str) -> str:
