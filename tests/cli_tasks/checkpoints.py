@@ -180,7 +180,18 @@ def clip() -> Any:
                                       projection_dim=16))
 
 
+def _moe(family: str, **overrides: Any) -> Callable[[], Any]:
+    def build() -> Any:
+        from tests.models import moe
+
+        return moe.build(family, use_cache=True, **overrides)
+
+    return build
+
+
 DECODERS = ["llama", "qwen2", "mistral", "phi3", "gemma", "gpt2", "falcon"]
+# Mixtures of experts: tests/models/moe.py's tiny configs.
+MOE_DECODERS = ["mixtral", "qwen3_moe", "gpt_oss"]
 ENCODERS = ["bert", "roberta", "distilbert", "deberta_v2"]
 VISION = ["vit", "convnext"]
 DENSE_VISION = ["detr", "segformer"]  # object-detection, semantic-segmentation
@@ -195,6 +206,10 @@ CHECKPOINTS: dict[str, tuple[Callable[[], Any], str]] = {
     "gemma": (gemma, "text-generation-with-past"),
     "gpt2": (gpt2, "text-generation-with-past"),
     "falcon": (falcon, "text-generation-with-past"),
+    **{name: (_moe(name), "text-generation-with-past") for name in MOE_DECODERS},
+    # optimum 0.1 sizes Mixtral's empty cache with num_attention_heads, not
+    # num_key_value_heads: its client runs Mixtral without grouped-query attention only.
+    "mixtral": (_moe("mixtral", num_key_value_heads=4), "text-generation-with-past"),
     "bert": (bert, "text-classification"),
     "roberta": (roberta, "fill-mask"),
     "distilbert": (distilbert, "question-answering"),

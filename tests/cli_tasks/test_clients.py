@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.cli_tasks.checkpoints import CHECKPOINTS, DECODERS, ENCODERS, VISION
+from tests.cli_tasks.checkpoints import CHECKPOINTS, DECODERS, ENCODERS, MOE_DECODERS, VISION
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 ATOL = 1e-4
@@ -32,7 +32,7 @@ def _folder(name: str, exported: Any) -> Any:
     return out
 
 
-@pytest.mark.parametrize("name", DECODERS)
+@pytest.mark.parametrize("name", DECODERS + MOE_DECODERS)
 def test_decoder_generates_like_eager(name: str, exported: Any, checkpoints: Any,
                                       run_client: Any) -> None:
     out = _folder(name, exported)

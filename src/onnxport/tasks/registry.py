@@ -77,7 +77,10 @@ SUPPORTED: dict[str, tuple[str, tuple[str, ...]]] = {
         "xlm-roberta")},
     **{m: ("decoder", _DECODER_TASKS) for m in (
         "llama", "qwen2", "qwen3", "mistral", "phi3", "phi", "gemma", "gemma2", "gpt2",
-        "falcon", "granite", "olmo")},
+        "falcon", "granite", "olmo",
+        # mixtures of experts (ops/grouped_mm.py)
+        "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "granitemoe", "phimoe", "gpt_oss",
+        "deepseek_v3")},
     **{m: ("vision", _VISION_TASKS) for m in (
         "vit", "deit", "convnext", "convnextv2", "resnet", "beit")},
     "detr": ("vision", ("object-detection", "feature-extraction")),
