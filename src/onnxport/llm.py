@@ -112,6 +112,25 @@ def _cache_geometry(config: Any) -> tuple[int, int, int]:
     return num_layers, kv_heads, head_dim
 
 
+def _cache_layout(model: torch.nn.Module) -> list[tuple[tuple[int, int], tuple[int, int]]] | None:
+    """((key heads, key dim), (value heads, value dim)) per layer, as the model's own cache
+    holds them after one token, or None when it cannot run (fake or meta weights).
+
+    The config's geometry is not always the cache's: DeepSeek's latent attention caches keys
+    of qk_nope + qk_rope dims and values of v_head_dim, in its own number of heads.
+    """
+    for tensor in (*model.parameters(), *model.buffers()):
+        if tensor.is_meta or isinstance(tensor, torch._subclasses.FakeTensor):
+            return None
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)  # type: ignore[union-attr]
+    with torch.no_grad():
+        model(input_ids=torch.ones(1, 1, dtype=torch.long), past_key_values=cache, use_cache=True)
+    return [((layer.keys.shape[1], layer.keys.shape[3]),
+             (layer.values.shape[1], layer.values.shape[3])) for layer in cache.layers]
+
+
 def _sliding_window(config: Any) -> int | None:
     """The window of a config whose layers include sliding-window attention, else None."""
     window = getattr(config, "sliding_window", None)
@@ -182,8 +201,13 @@ def export_decoder_with_cache(model: torch.nn.Module, *, batch: int = 2, sequenc
                        torch.float32)
     input_ids = torch.randint(0, vocab, (batch, sequence), dtype=torch.long)
     attention_mask = torch.ones(batch, past_sequence + sequence, dtype=torch.long)
-    past = [(torch.randn(k.shape).to(float_dtype), torch.randn(v.shape).to(float_dtype))
-            for k, v in empty_past(config, batch, past_sequence)]
+    layout = _cache_layout(model)
+    if layout is None:
+        layout = [((k.shape[1], k.shape[3]), (v.shape[1], v.shape[3]))
+                  for k, v in empty_past(config, 1, 0)]
+    past = [(torch.randn(batch, kh, past_sequence, kd).to(float_dtype),
+             torch.randn(batch, vh, past_sequence, vd).to(float_dtype))
+            for (kh, kd), (vh, vd) in layout]
     window = _sliding_window(config)
     # A sliding-window cache (gpt-oss) drops its oldest positions once past + new tokens
     # reach the window, a branch on sizes the graph cannot hold: the graph covers the

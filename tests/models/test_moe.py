@@ -116,7 +116,7 @@ def test_family_dynamic_batch_and_sequence(family: str) -> None:
         torch.testing.assert_close(_ort(program, **inputs), expected, rtol=RTOL, atol=ATOL)
 
 
-@pytest.mark.parametrize("family", ["mixtral", "qwen3_moe", "gpt_oss"])
+@pytest.mark.parametrize("family", ["mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3"])
 def test_family_kv_cache_generation(family: str) -> None:
     model = moe.build(family, use_cache=True)
     program = llm.export_decoder_with_cache(model)
