@@ -1,34 +1,47 @@
-"""optimum-cli vs onnxport on the same tiny checkpoints, in the same run.
+"""optimum-cli vs onnxport on the same tiny checkpoints, interleaved, in the same run.
 
-    python benchmarks/bench_cli.py [--only llama,bert] [--out bench_cli.md]
+    python benchmarks/bench_cli.py [--only llama,bert] [--rounds 2] [--out bench_cli.md]
 
 For each checkpoint of tests/cli_tasks/checkpoints.py (saved with save_pretrained, random
-weights; default: llama, gpt2, bert, t5, whisper, vit, clip), runs back to back
+weights; default: llama, qwen2, gpt2, bert, t5, vit, whisper, clip), runs
 
     optimum-cli export onnx --model CK --task TASK [OPTIMUM_ARGS] OUT_OPTIMUM  (client venv)
     onnxport export --model CK --task TASK OUT_ONNXPORT                  (this environment)
 
-as subprocesses, and records wall-clock seconds (process start to exit, imports included),
-pass or fail (exit status 0, which for both tools includes their own validation), and the
-.onnx files written. optimum-onnx 0.1 needs transformers < 4.58, so optimum-cli runs in the
-client venv that tests/cli_tasks builds (`.venv-clients`; ONNXPORT_CLIENT_VENV overrides).
+as subprocesses, --rounds times (at least 2), the two tools alternating which goes first in
+each round (optimum-cli first in even rounds), and records per tool the median wall-clock
+seconds (process start to exit, imports included), pass or fail (exit status 0 in every
+round, which for both tools includes their own validation: onnxport validates by default),
+and the .onnx files written. The ratio per checkpoint is onnxport's median over
+optimum-cli's. optimum-onnx 0.1 needs transformers < 4.58, so optimum-cli runs in the client
+venv that tests/cli_tasks builds (`.venv-clients/<key>`, the key conftest.py derives from
+this interpreter; ONNXPORT_CLIENT_VENV overrides). Whether the clients load the folders is
+what tests/cli_tasks/test_clients.py checks.
 
-onnxport runs through `bench_cli.py --run-onnxport ARGS`, which is `onnxport ARGS` plus two
-measurements printed on stderr: the imports (torch, onnxport, transformers) and the stage
-times of every graph's export (capture, translate, passes; onnxport's ExportRun timings).
-With the CLI's own step times (load, export, save, validate) they make the second table:
+onnxport runs through `bench_cli.py --run-onnxport ARGS`, which is `onnxport ARGS` (the
+console script's `entry`, exit without teardown included) plus two measurements printed on
+stderr: the imports (torch, onnxport, transformers) and the stage times of every graph's
+export (capture, translate, passes; onnxport's ExportRun timings). With the CLI's own step
+times (load, export, save, validate) they make the second table (from the last round):
 where onnxport's seconds go. A first row measures each tool's fixed cost (`--help` of the
 export verb, run as users run it: interpreter start and the imports the verb needs).
 
-Prints two markdown tables and writes them to --out.
+onnxport is byte-compiled first, as pip compiles an installed package (optimum's are): an
+editable install under PYTHONDONTWRITEBYTECODE would compile its modules in every run.
+
+Prints two markdown tables and writes them to --out, with the load average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
+import shutil
+import site
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,7 +52,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-DEFAULT = ["llama", "gpt2", "bert", "t5", "whisper", "vit", "clip"]
+DEFAULT = ["llama", "qwen2", "gpt2", "bert", "t5", "vit", "whisper", "clip"]
 # optimum-cli's example inputs where its defaults do not fit a tiny checkpoint: Whisper's are
 # 3000 mel frames of 80 features (max_source_positions 1500); the tiny one takes 32 of 16.
 OPTIMUM_ARGS = {"whisper": ["--nb_max_frames", "32", "--feature_size", "16"]}
@@ -62,13 +75,11 @@ def _files(folder: Path) -> str:
 
 
 def run_onnxport(argv: list[str]) -> int:
-    """`onnxport ARGV`, printing the import time and each export's stage times on stderr."""
+    """The `onnxport ARGV` console script (`onnxport.cli:entry`), printing the import time of
+    the command and each export's stage times on stderr before it exits."""
     t0 = time.perf_counter()
-    import torch  # noqa: F401
-    import transformers  # noqa: F401
-
+    import onnxport.cli as cli
     import onnxport._stages as stages
-    from onnxport.cli import main
 
     imports = time.perf_counter() - t0
     graphs: list[dict[str, float]] = []
@@ -79,11 +90,19 @@ def run_onnxport(argv: list[str]) -> int:
         graphs.append(dict(self.timings))
 
     stages.ExportRun.succeeded = record  # type: ignore[method-assign]
-    try:
-        return main(argv)
-    finally:
-        print(_MARK + json.dumps({"imports": imports, "graphs": graphs}), file=sys.stderr,
-              flush=True)
+    main = cli.main
+
+    def timed_main(args: list[str] | None = None) -> int:
+        try:
+            return main(args)
+        finally:
+            print(_MARK + json.dumps({"imports": imports, "graphs": graphs}), file=sys.stderr,
+                  flush=True)
+
+    cli.main = timed_main  # type: ignore[assignment]
+    sys.argv = ["onnxport", *argv]
+    cli.entry()
+    return 0
 
 
 _STEP = re.compile(r"\b(load|export|save|validate|total) ([0-9.]+)s\b")
@@ -107,19 +126,50 @@ def _onnxport_split(stdout: str, stderr: str, wall: float) -> dict[str, float]:
     return split
 
 
+def client_venv() -> Path:
+    """The client venv tests/cli_tasks/conftest.py builds for this interpreter."""
+    if os.environ.get("ONNXPORT_CLIENT_VENV"):
+        return Path(os.environ["ONNXPORT_CLIENT_VENV"])
+    parent = site.getsitepackages()
+    key = hashlib.sha1(json.dumps([sys.prefix, *parent]).encode()).hexdigest()[:10]
+    return REPO / ".venv-clients" / key
+
+
+def _compile_onnxport() -> None:
+    """Byte-compile onnxport as pip compiles an installed package (optimum's are).
+
+    An editable install compiles on first import, and with PYTHONDONTWRITEBYTECODE set (as in
+    the team's shells) every run would compile onnxport's modules again.
+    """
+    import compileall
+    import importlib.util
+
+    spec = importlib.util.find_spec("onnxport")
+    assert spec is not None and spec.submodule_search_locations
+    compileall.compile_dir(spec.submodule_search_locations[0], quiet=1)
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="comma-separated checkpoint names (default: "
                                        + ",".join(DEFAULT) + ")")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="runs of each tool per checkpoint, alternating which goes first "
+                             "(default 2, at least 2)")
     parser.add_argument("--out", default="bench_cli.md")
     ns = parser.parse_args()
+    if ns.rounds < 2:
+        parser.error("--rounds must be at least 2 (the order alternates between rounds)")
 
     from tests.cli_tasks.checkpoints import CHECKPOINTS, save_checkpoint
 
     names = ns.only.split(",") if ns.only else DEFAULT
-    venv = Path(os.environ.get("ONNXPORT_CLIENT_VENV", REPO / ".venv-clients"))
-    optimum_cli = venv / "bin" / "optimum-cli"
+    optimum_cli = client_venv() / "bin" / "optimum-cli"
     if not optimum_cli.is_file():
         print(f"no {optimum_cli}: run the client tests once (pytest tests/cli_tasks) to build "
               f"the venv", file=sys.stderr)
@@ -127,56 +177,88 @@ def main() -> int:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     optimum_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
     onnxport_cmd = [sys.executable, str(Path(__file__).resolve()), "--run-onnxport"]
-    rows = ["| checkpoint | task | optimum-cli s | optimum-cli | onnxport s | onnxport | "
-            "onnxport / optimum | optimum files | onnxport files |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    _compile_onnxport()
+    load_before = _load()
+    rows = ["| checkpoint | task | optimum-cli s (median) | optimum-cli | onnxport s (median) | "
+            "onnxport | onnxport / optimum | optimum-cli s, each round | onnxport s, each "
+            "round | optimum files | onnxport files |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     splits = ["| checkpoint | graphs | imports | load | capture | translate | passes | "
               "export other | save | validate | rest | wall |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    t_o, _, _, _ = _run([str(optimum_cli), "export", "onnx", "--help"], optimum_env)
-    t_p, _, _, _ = _run([sys.executable, "-m", "onnxport.cli", "export", "--help"], env)
-    rows.append(f"| (`export --help`: start + imports) | - | {t_o:.1f} | - | {t_p:.1f} | - | "
-                f"{t_p / t_o:.2f} | - | - |")
+    helps: dict[str, list[float]] = {"optimum": [], "onnxport": []}
+    for r in range(ns.rounds):
+        for tool in (("optimum", "onnxport") if r % 2 == 0 else ("onnxport", "optimum")):
+            cmd = ([str(optimum_cli), "export", "onnx", "--help"] if tool == "optimum" else
+                   [sys.executable, "-m", "onnxport.cli", "export", "--help"])
+            helps[tool].append(_run(cmd, optimum_env if tool == "optimum" else env)[0])
+    h_o, h_p = statistics.median(helps["optimum"]), statistics.median(helps["onnxport"])
+    rows.append(f"| (`export --help`: start + imports) | - | {h_o:.1f} | - | {h_p:.1f} | - | "
+                f"{h_p / h_o:.2f} | {_each(helps['optimum'])} | {_each(helps['onnxport'])} "
+                f"| - | - |")
     print(rows[-1], flush=True)
+    ratios: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for name in names:
             task = CHECKPOINTS[name][1]
             ck = save_checkpoint(name, root / name)
             out_o, out_p = root / f"{name}-optimum", root / f"{name}-onnxport"
-            t_o, rc_o, _, err_o = _run([str(optimum_cli), "export", "onnx", "--model", str(ck),
-                                        "--task", OPTIMUM_TASK.get(name, task),
-                                        *OPTIMUM_ARGS.get(name, []),
-                                        str(out_o)], optimum_env)
-            t_p, rc_p, out_text, err_p = _run([*onnxport_cmd, "export", "--model", str(ck),
-                                               "--task", task, str(out_p)], env)
-            rows.append(f"| {name} | {task} | {t_o:.1f} | {'pass' if rc_o == 0 else 'FAIL'} | "
-                        f"{t_p:.1f} | {'pass' if rc_p == 0 else 'FAIL'} | {t_p / t_o:.2f} | "
-                        f"{_files(out_o)} | {_files(out_p)} |")
+            cmd_o = [str(optimum_cli), "export", "onnx", "--model", str(ck), "--task",
+                     OPTIMUM_TASK.get(name, task), *OPTIMUM_ARGS.get(name, []), str(out_o)]
+            cmd_p = [*onnxport_cmd, "export", "--model", str(ck), "--task", task,
+                     "--overwrite", str(out_p)]
+            times: dict[str, list[float]] = {"optimum": [], "onnxport": []}
+            ok = {"optimum": True, "onnxport": True}
+            last: dict[str, tuple[str, str]] = {}
+            for r in range(ns.rounds):
+                for tool in (("optimum", "onnxport") if r % 2 == 0 else ("onnxport", "optimum")):
+                    if tool == "optimum" and out_o.exists():
+                        shutil.rmtree(out_o)  # optimum-cli writes into a folder as it is
+                    t, rc, out_text, err = _run(cmd_o if tool == "optimum" else cmd_p,
+                                                optimum_env if tool == "optimum" else env)
+                    times[tool].append(t)
+                    ok[tool] &= rc == 0
+                    last[tool] = out_text, err
+                    if rc:
+                        tail = [line for line in err.strip().splitlines()
+                                if not line.startswith(_MARK)][-6:]
+                        print(f"  {tool} failed on {name} (round {r}): ..."
+                              + "\n    ".join(tail), file=sys.stderr)
+            t_o, t_p = statistics.median(times["optimum"]), statistics.median(times["onnxport"])
+            ratios[name] = t_p / t_o
+            rows.append(f"| {name} | {task} | {t_o:.1f} | {'pass' if ok['optimum'] else 'FAIL'} "
+                        f"| {t_p:.1f} | {'pass' if ok['onnxport'] else 'FAIL'} | {t_p / t_o:.2f} "
+                        f"| {_each(times['optimum'])} | {_each(times['onnxport'])} "
+                        f"| {_files(out_o)} | {_files(out_p)} |")
             print(rows[-1], flush=True)
-            s = _onnxport_split(out_text, err_p, t_p)
+            s = _onnxport_split(*last["onnxport"], times["onnxport"][-1])
             stages = sum(s.get(k, 0.0) for k in ("capture", "translate", "passes"))
             accounted = s.get("imports", 0.0) + s.get("cli_total", 0.0)
+            wall = times["onnxport"][-1]
             splits.append(
                 f"| {name} | {int(s.get('graphs', 0))} | {s.get('imports', 0):.1f} | "
                 f"{s.get('cli_load', 0):.1f} | {s.get('capture', 0):.1f} | "
                 f"{s.get('translate', 0):.1f} | {s.get('passes', 0):.1f} | "
                 f"{max(s.get('cli_export', 0) - stages, 0):.1f} | {s.get('cli_save', 0):.1f} | "
-                f"{s.get('cli_validate', 0):.1f} | {max(t_p - accounted, 0):.1f} | {t_p:.1f} |")
+                f"{s.get('cli_validate', 0):.1f} | {max(wall - accounted, 0):.1f} | "
+                f"{wall:.1f} |")
             print(splits[-1], flush=True)
-            for tool, rc, err in (("optimum-cli", rc_o, err_o), ("onnxport", rc_p, err_p)):
-                if rc:
-                    tail = [line for line in err.strip().splitlines()
-                            if not line.startswith(_MARK)][-6:]
-                    print(f"  {tool} failed on {name}: ..." + "\n    ".join(tail),
-                          file=sys.stderr)
-    text = ("\n".join(rows) + "\n\nonnxport's seconds, by step (imports: torch, onnxport, "
-            "transformers; capture/translate/passes: summed over the graphs; export other: "
-            "the rest of the CLI's export step; rest: interpreter start, argument parsing, "
-            "exit):\n\n" + "\n".join(splits) + "\n")
+    worst = max(ratios.values()) if ratios else float("nan")
+    text = (f"load average (1, 5, 15 min) before: {load_before}; after: {_load()}; "
+            f"{ns.rounds} rounds, order alternating\n\n" + "\n".join(rows)
+            + f"\n\nworst onnxport / optimum-cli ratio: {worst:.2f}\n\n"
+            "onnxport's seconds, by step, last round (imports: `import onnxport.cli`; "
+            "capture/translate/passes: summed over the graphs; export other: the rest of the "
+            "CLI's export step; rest: interpreter start, the imports the export does before "
+            "it starts its clock, argument parsing, exit):\n\n" + "\n".join(splits) + "\n")
     Path(ns.out).write_text(text)
     print(text)
     return 0
+
+
+def _each(times: list[float]) -> str:
+    return ", ".join(f"{t:.1f}" for t in times)
 
 
 if __name__ == "__main__":

@@ -10,16 +10,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import importlib
+import importlib.util
+from typing import Any
+
 from onnxport import errors
-from onnxport._api import dynamo_export, export, is_in_onnx_export
-from onnxport._jit_scalar_type import JitScalarType
-from onnxport._torchscript_api import (
-    disable_log,
-    enable_log,
-    export_to_pretty_string,
-    select_model_mode_for_export,
-)
-from onnxport.capture.torchscript import OperatorExportTypes, TrainingMode
 from onnxport.errors import (
     CaptureError,
     CheckerError,
@@ -31,16 +26,54 @@ from onnxport.errors import (
     UnsupportedOutputError,
     VerificationError,
 )
-from onnxport.exportable import ExportableModule
-from onnxport.fake import ONNXFakeContext, enable_fake_mode
-from onnxport.input_observer import InputObserver
-from onnxport.options import DiagnosticOptions, ExportOptions
-from onnxport.program import ONNXProgram, ONNXRuntimeOptions
-from onnxport.registry import OnnxRegistry
-from onnxport.translate import register
-from onnxport.translate.symbolic import register_custom_op_symbolic, unregister_custom_op_symbolic
 
-from onnxport import symbolic_helper, utils, verification  # noqa: E402  (public submodules)
+# Imported on first use (PEP 562), so that `import onnxport.errors` or the `onnxport` command's
+# `--help` do not import torch: public name -> the module that defines it.
+_LAZY = {
+    "export": "onnxport._api",
+    "dynamo_export": "onnxport._api",
+    "is_in_onnx_export": "onnxport._api",
+    "JitScalarType": "onnxport._jit_scalar_type",
+    "disable_log": "onnxport._torchscript_api",
+    "enable_log": "onnxport._torchscript_api",
+    "export_to_pretty_string": "onnxport._torchscript_api",
+    "select_model_mode_for_export": "onnxport._torchscript_api",
+    "OperatorExportTypes": "onnxport.capture.torchscript",
+    "TrainingMode": "onnxport.capture.torchscript",
+    "ExportableModule": "onnxport.exportable",
+    "ONNXFakeContext": "onnxport.fake",
+    "enable_fake_mode": "onnxport.fake",
+    "InputObserver": "onnxport.input_observer",
+    "DiagnosticOptions": "onnxport.options",
+    "ExportOptions": "onnxport.options",
+    "ONNXProgram": "onnxport.program",
+    "ONNXRuntimeOptions": "onnxport.program",
+    "OnnxRegistry": "onnxport.registry",
+    "register": "onnxport.translate",
+    "register_custom_op_symbolic": "onnxport.translate.symbolic",
+    "unregister_custom_op_symbolic": "onnxport.translate.symbolic",
+    "symbolic_helper": "onnxport.symbolic_helper",  # public submodules
+    "utils": "onnxport.utils",
+    "verification": "onnxport.verification",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        # A submodule (onnxport.translate, onnxport.program, ...) as `import onnxport` gave.
+        if name.startswith("__") or importlib.util.find_spec(f"onnxport.{name}") is None:
+            raise AttributeError(f"module 'onnxport' has no attribute {name!r}")
+        module = f"onnxport.{name}"
+    imported = importlib.import_module(module)
+    value = imported if module == f"onnxport.{name}" else getattr(imported, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "export",

@@ -179,17 +179,16 @@ def _cli_with_warnings_on(*args: str) -> Any:
 def test_float_export_prints_only_onnxport_lines(checkpoints: Any, tmp_path: Any) -> None:
     """Quiet by default: stderr holds onnxport's progress lines and nothing from torch,
     torchao or transformers; --verbose lets the libraries speak again."""
-    import importlib.util
-
     quiet = _cli_with_warnings_on("export", "--model", str(checkpoints("llama")),
                                   str(tmp_path / "quiet"))
     assert quiet.returncode == 0, quiet.stderr[-3000:]
     lines = [line for line in quiet.stderr.splitlines() if line.strip()]
     assert lines and all(line.startswith("[") for line in lines), quiet.stderr
-    for noise in ("torchao", "_pytree", "Warning", "Failed to load"):
+    for noise in ("torchao", "_pytree", "Warning", "Failed to load", "Loading weights"):
         assert noise not in quiet.stderr, noise
-    if importlib.util.find_spec("torchao") is not None:
-        loud = _cli_with_warnings_on("export", "--model", str(checkpoints("llama")),
-                                     str(tmp_path / "loud"), "--verbose")
-        assert loud.returncode == 0, loud.stderr[-3000:]
-        assert "torchao" in loud.stderr or "_pytree" in loud.stderr, loud.stderr[-3000:]
+    loud = _cli_with_warnings_on("export", "--model", str(checkpoints("llama")),
+                                 str(tmp_path / "loud"), "--verbose")
+    assert loud.returncode == 0, loud.stderr[-3000:]
+    # transformers' progress bar and its FutureWarnings (torchao is no longer imported for a
+    # float checkpoint: test_imports.py)
+    assert "Loading weights" in loud.stderr or "Warning" in loud.stderr, loud.stderr[-3000:]

@@ -10,6 +10,8 @@ See docs/cli.md for the tasks, the files and names each writes, and the architec
 
 from __future__ import annotations
 
+from typing import Any
+
 from onnxport.tasks.errors import (
     CheckpointError,
     OutputDirError,
@@ -21,8 +23,19 @@ from onnxport.tasks.errors import (
     ValidationError,
     WeightsError,
 )
-from onnxport.tasks.export import ExportResult, export_checkpoint
 from onnxport.tasks.registry import SUPPORTED, TASKS, detect_task, resolve_task, tasks_for
+
+
+def __getattr__(name: str) -> Any:
+    # export_checkpoint imports torch: only when used, so that `onnxport --help` does not.
+    if name in ("ExportResult", "export_checkpoint"):
+        from onnxport.tasks import export
+
+        value = getattr(export, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'onnxport.tasks' has no attribute {name!r}")
+
 
 __all__ = [
     "SUPPORTED",

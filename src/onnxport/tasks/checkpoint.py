@@ -8,9 +8,16 @@ reported by name instead of deep inside transformers.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import importlib.machinery
+import importlib.util
 import json
 import os
+import sys
+import types
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +67,82 @@ def load_config(model_dir: str | os.PathLike[str], *, trust_remote_code: bool = 
     import transformers
 
     try:
-        return transformers.AutoConfig.from_pretrained(
-            str(path), trust_remote_code=trust_remote_code, local_files_only=True)
+        with deferred_imports(quantized=bool(raw.get("quantization_config"))):
+            return transformers.AutoConfig.from_pretrained(
+                str(path), trust_remote_code=trust_remote_code, local_files_only=True)
     except (ValueError, KeyError, OSError) as e:
         raise CheckpointError(f"transformers cannot read {str(config_file)!r}: {e}") from e
+
+
+# Functions transformers imports at the top of its modeling modules whenever their package is
+# installed, for paths a float checkpoint's export never takes: saving a torchao-quantized
+# model, and the Hungarian matching of the detection losses (training). Importing torchao
+# (its kernels, its pytree registrations) and scipy.optimize costs about a second per process.
+_DEFERRED_FUNCTIONS = {
+    "torchao.prototype.safetensors.safetensors_support": frozenset({
+        "flatten_tensor_state_dict", "unflatten_tensor_state_dict"}),
+    "scipy.optimize": frozenset({"linear_sum_assignment"}),
+}
+_QUANTIZATION_MODULES = ("torchao.",)
+
+
+class _DeferredModule(types.ModuleType):
+    """Stands in sys.modules for a module until one of its functions is called.
+
+    `from MODULE import f` gets a function that imports MODULE on its first call and calls
+    the real `f`; any other attribute imports the real module at once and returns its own.
+    """
+
+    def __init__(self, name: str, functions: frozenset[str]) -> None:
+        super().__init__(name)
+        self.__spec__ = importlib.machinery.ModuleSpec(name, None)
+        self._functions = functions
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        if attr in self._functions:
+            return _forwarder(self.__name__, attr)
+        return getattr(_real_module(self.__name__), attr)
+
+
+def _real_module(name: str) -> types.ModuleType:
+    if isinstance(sys.modules.get(name), _DeferredModule):
+        del sys.modules[name]
+    return importlib.import_module(name)
+
+
+def _forwarder(module: str, name: str) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(_real_module(module), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__module__ = module
+    return call
+
+
+@contextlib.contextmanager
+def deferred_imports(*, quantized: bool) -> Iterator[None]:
+    """While transformers imports its modeling code: torchao's and scipy's functions that
+    loading and exporting a float checkpoint never call are imported when first called.
+
+    A quantized checkpoint (`quantized`) gets torchao at once. Modules already imported are
+    left alone; the stand-ins leave sys.modules on exit, so later imports get the real ones.
+    """
+    placed = []
+    for name, functions in _DEFERRED_FUNCTIONS.items():
+        if name in sys.modules or (quantized and name.startswith(_QUANTIZATION_MODULES)):
+            continue
+        if importlib.util.find_spec(name.partition(".")[0]) is None:
+            continue
+        sys.modules[name] = _DeferredModule(name, functions)
+        placed.append(name)
+    try:
+        yield
+    finally:
+        for name in placed:
+            if isinstance(sys.modules.get(name), _DeferredModule):
+                del sys.modules[name]
 
 
 def weight_files(model_dir: str | os.PathLike[str]) -> list[Path]:
@@ -152,7 +231,9 @@ def load_model(model_dir: str | os.PathLike[str], config: Any, auto_class: str, 
 
     files = weight_files(model_dir)
     check_weights(files)
-    cls = getattr(transformers, auto_class)
+    quantized = getattr(config, "quantization_config", None) is not None
+    with deferred_imports(quantized=quantized):
+        cls = getattr(transformers, auto_class)
     kwargs: dict[str, Any] = {"config": config, "local_files_only": True,
                               "trust_remote_code": trust_remote_code,
                               "use_safetensors": files[0].suffix == ".safetensors",
@@ -162,7 +243,7 @@ def load_model(model_dir: str | os.PathLike[str], config: Any, auto_class: str, 
     # sdpa with a mask exports as plain matmuls + softmax in onnxport; keep what the config
     # says, but never a kernel only a GPU has.
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), deferred_imports(quantized=quantized):
             warnings.simplefilter("ignore")
             model = cls.from_pretrained(str(model_dir), **kwargs)
     except (OSError, RuntimeError, ValueError, KeyError) as e:

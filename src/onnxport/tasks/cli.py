@@ -158,8 +158,9 @@ def _progress_with_bytes() -> tuple[Callable[[str], None], Callable[[], None],
 
 
 # Libraries whose log lines say nothing about the user's model: torchao, imported by
-# transformers whenever it is installed, logs that its CUDA kernels do not load and (through
-# torch's pytree logger) that its enums are registered; transformers logs its loading steps.
+# transformers whenever it is installed (for quantized checkpoints only: checkpoint.py),
+# logs that its CUDA kernels do not load and (through torch's pytree logger) that its enums
+# are registered; transformers logs its loading steps.
 _LIBRARY_LOGGERS = ("torch", "torchao", "transformers", "onnxscript", "huggingface_hub")
 
 

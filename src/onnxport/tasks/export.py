@@ -207,7 +207,7 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
             say(f"exporting {spec.filename}: capture, translate, optimize")
             kwargs: dict[str, Any] = {"opset_version": opset, "optimize": optimize,
                                       "report": report, "artifacts_dir": str(staging)}
-            with torch.no_grad():
+            with torch.no_grad(), _without_fake_tensor_cache():
                 try:
                     if spec.export is not None:
                         program = spec.export(dynamic=dynamic, **kwargs)
@@ -301,6 +301,20 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
             f"files are kept for inspection in {out}\n{result.table}",
             output_dir=str(out), table=result.table)
     return result
+
+
+def _without_fake_tensor_cache() -> Any:
+    """torch.export without its fake-tensor dispatch cache, for the graphs of a task.
+
+    Each graph is traced once, and with dynamic dims every cache key and cache entry costs
+    symbolic stride arithmetic: on the tiny checkpoints the cache costs more than it saves
+    (capture CPU time -28% on T5's three graphs without it). The traced graph is the same
+    but for the numbering of some value names (the tracer also numbers the symbolic size
+    arithmetic the cache skipped).
+    """
+    import torch._dynamo.config
+
+    return torch._dynamo.config.patch(fake_tensor_cache_enabled=False)
 
 
 def _config_dtype(config: Any) -> torch.dtype | None:
