@@ -14,10 +14,16 @@ files it touched). Steps:
 * `onnxport-fake`: `enable_fake_mode()` export, `apply_weights(folder, module=model)`,
   `save(external_data=True)`: export seconds, apply seconds, save seconds, peak RSS,
   write throughput.
-* `dd`: `dd if=/dev/zero bs=64M conv=fsync` of the same number of bytes on the same disk
-  (onnxport's save flushes its files to disk too).
-* `onnxport-real` / `torch.onnx-real`: the model loaded with `from_pretrained` (4.4 GB in
-  memory), exported and saved with external data, by onnxport and by torch.onnx
+* `dd`: in the same child, right before and right after each onnxport save: `dd if=/dev/zero
+  bs=64M` of the same number of bytes into a fresh file on the same disk, with
+  `conv=fdatasync` (flushed to disk, as onnxport's save is) and without (into the page cache),
+  after an `os.sync()` (as each save is); the save's ratio to each is reported. The disk is
+  shared and its speed varies from minute to minute, hence the bracket; it is also slow for
+  the first gigabytes written after a pause, so one unreported `dd` warms it up first.
+* `onnxport-real` / `torch.onnx-real`: the model loaded with `from_pretrained` (4.4 GB; with
+  transformers 5 its parameters are views of the memory-mapped checkpoint, which the save
+  reads: the share of the checkpoint in the page cache before the save is reported), exported
+  and saved with external data (the one-call route), by onnxport and by torch.onnx
   (`dynamo=True`).
 * `eager` / `ort`: logits of the eager model, and ONNX Runtime's load + run of onnxport's
   model (max abs difference).
@@ -76,6 +82,65 @@ def _ids() -> Any:
     import torch
 
     return torch.arange(SEQ).reshape(1, SEQ) % 1000 + 7
+
+
+def dd(path: str, nbytes: int, sync: bool = True) -> dict[str, Any]:
+    """`dd` of `nbytes` zeros into the fresh file `path` (removed after), with `conv=fdatasync`
+    or without, after an `os.sync()` so that earlier writes do not slow it."""
+    block = 64 * 1024**2
+    count = math.ceil(nbytes / block)
+    os.sync()
+    t0 = time.perf_counter()
+    subprocess.run(["dd", "if=/dev/zero", f"of={path}", f"bs={block}", f"count={count}",
+                    *(["conv=fdatasync"] if sync else [])], check=True, capture_output=True)
+    seconds = time.perf_counter() - t0
+    os.remove(path)
+    os.sync()
+    return {"seconds": seconds, "bytes": count * block, "MBps": count * block / 1e6 / seconds}
+
+
+def dd_both(folder: str, nbytes: int) -> dict[str, Any]:
+    """`dd` with and without `conv=fdatasync`, same bytes, into `folder`."""
+    path = os.path.join(folder, "dd.bin")
+    return {"fdatasync": dd(path, nbytes, True), "no_sync": dd(path, nbytes, False)}
+
+
+def cached_share(folder: str) -> float | None:
+    """The share of the checkpoint's files in the page cache (`fincore`), None if unknown."""
+    files = [os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".safetensors")]
+    try:
+        out = subprocess.run(["fincore", "-b", "-n", "-o", "RES,SIZE", *files], check=True,
+                             capture_output=True, text=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    cached, size = sum(map(int, out[0::2])), sum(map(int, out[1::2]))
+    return cached / size if size else None
+
+
+def timed_save(program: Any, out: str, folder: str, **options: Any) -> dict[str, Any]:
+    """`program.save(out, external_data=True, **options)` bracketed by `dd` runs of the same
+    bytes on the same disk: seconds, MB/s, and the ratios to `dd`."""
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    nbytes = sum(v.const_value.nbytes for v in program.model.graph.initializers.values()
+                 if v.const_value is not None)
+    # The shared disk writes the first gigabytes after a pause 2-3x slower than the next ones
+    # (measured: 147, 225, 361, 343 MB/s for four dd runs in a row): one run warms it up.
+    warmup = dd(os.path.join(os.path.dirname(out), "dd.bin"), nbytes, True)
+    before = dd_both(os.path.dirname(out), nbytes)
+    cached = cached_share(folder)
+    os.sync()
+    t0 = time.perf_counter()
+    program.save(out, external_data=True, **options)
+    seconds = time.perf_counter() - t0
+    after = dd_both(os.path.dirname(out), nbytes)
+    data = _data_bytes(out)
+    mbps = data / 1e6 / seconds
+    result: dict[str, Any] = {"save_s": seconds, "data_bytes": data, "write_MBps": mbps,
+                              "dd_warmup": warmup, "dd_before": before, "dd_after": after,
+                              "checkpoint_cached": cached}
+    for kind in ("fdatasync", "no_sync"):
+        result[f"ratio_{kind}"] = [mbps / before[kind]["MBps"], mbps / after[kind]["MBps"]]
+    return result
 
 
 # -- child steps ---------------------------------------------------------------------------------
@@ -165,14 +230,10 @@ def step_onnxport_fake(folder: str, out: str, size: str, meta: bool, dtype: str,
     t0 = time.perf_counter()
     program.apply_weights(folder, module=model, dtype="auto")
     apply = time.perf_counter() - t0
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    t0 = time.perf_counter()
-    program.save(out, external_data=True, external_data_max_shard_bytes=shard)
-    save = time.perf_counter() - t0
-    nbytes = _data_bytes(out)
-    result = {"build_s": build, "export_s": export, "apply_s": apply, "save_s": save,
-              "total_s": build + export + apply + save, "data_bytes": nbytes,
-              "write_MBps": nbytes / 1e6 / save, "peak_rss_MB": _peak_rss_mb(),
+    saved = timed_save(program, out, folder, external_data_max_shard_bytes=shard)
+    save = saved["save_s"]
+    result = {"build_s": build, "export_s": export, "apply_s": apply, **saved,
+              "total_s": build + export + apply + save, "peak_rss_MB": _peak_rss_mb(),
               "export_peak_rss_MB": rss_export}
     t0 = time.perf_counter()
     result["verify_problems"] = verify_external_data(out)
@@ -218,17 +279,17 @@ def step_real(folder: str, out: str, exporter: str) -> dict[str, Any]:
     if exporter == "onnxport":
         import onnxport
 
-        program = onnxport.export(model, (ids,), kwargs={"use_cache": False})
-        t1 = time.perf_counter()
-        program.save(out, external_data=True)
+        program = onnxport.export(model, (ids,), kwargs={"use_cache": False}, dynamo=True)
+        export = time.perf_counter() - t0
+        saved = timed_save(program, out, folder)
     else:
         program = torch.onnx.export(model, (ids,), kwargs={"use_cache": False}, dynamo=True)
+        export = time.perf_counter() - t0
         t1 = time.perf_counter()
         program.save(out, external_data=True)
-    t2 = time.perf_counter()
-    nbytes = _data_bytes(out)
-    return {"load_s": load, "export_s": t1 - t0, "save_s": t2 - t1, "total_s": t2 - t0,
-            "data_bytes": nbytes, "write_MBps": nbytes / 1e6 / (t2 - t1),
+        saved = {"save_s": time.perf_counter() - t1, "data_bytes": _data_bytes(out)}
+        saved["write_MBps"] = saved["data_bytes"] / 1e6 / saved["save_s"]
+    return {"load_s": load, "export_s": export, **saved, "total_s": export + saved["save_s"],
             "model_rss_MB": rss_model, "peak_rss_MB": _peak_rss_mb()}
 
 
@@ -423,17 +484,6 @@ def run_cli(folder: str, out: str, *options: str, guard_mb: float | None = None,
     return result
 
 
-def dd(path: str, nbytes: int) -> dict[str, Any]:
-    block = 64 * 1024**2
-    count = math.ceil(nbytes / block)
-    t0 = time.perf_counter()
-    subprocess.run(["dd", "if=/dev/zero", f"of={path}", f"bs={block}", f"count={count}",
-                    "conv=fsync"], check=True, capture_output=True)
-    seconds = time.perf_counter() - t0
-    os.remove(path)
-    return {"seconds": seconds, "bytes": count * block, "MBps": count * block / 1e6 / seconds}
-
-
 def _f(value: Any, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
@@ -449,6 +499,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="which parts to run (none: only --seven-b)")
     parser.add_argument("--seven-b", action="store_true", help="also the 7B bf16 checkpoint run")
     parser.add_argument("--no-torch-onnx", action="store_true")
+    parser.add_argument("--no-ort", action="store_true",
+                        help="skip the eager and ONNX Runtime runs of the 1.1B (saves only)")
     parser.add_argument("--keep", action="store_true", help="keep the files written")
     parser.add_argument("--suffix", default="", help="results file: big_models_<date><suffix>.md")
     parser.add_argument("--cli", action="store_true",
@@ -465,12 +517,9 @@ def main(argv: list[str] | None = None) -> int:
             results["checkpoint"] = run_child("checkpoint", "--folder", folder, "--size", "1.1b")
         out = os.path.join(opts.dir, "onnxport-fake", "model.onnx")
         results["onnxport-fake"] = run_child("onnxport-fake", "--folder", folder, "--out", out)
-        nbytes = results["onnxport-fake"].get("data_bytes")
-        if nbytes:
-            results["dd"] = dd(os.path.join(opts.dir, "dd.bin"), nbytes)
-            print("   dd", results["dd"], flush=True)
-        results["eager"] = run_child("eager", "--folder", folder, "--logits", logits)
-        results["ort-fake"] = run_child("ort", "--out", out, "--logits", logits)
+        if not opts.no_ort:
+            results["eager"] = run_child("eager", "--folder", folder, "--logits", logits)
+            results["ort-fake"] = run_child("ort", "--out", out, "--logits", logits)
         shutil.rmtree(os.path.dirname(out), ignore_errors=True)
         out = os.path.join(opts.dir, "onnxport-real", "model.onnx")
         results["onnxport-real"] = run_child("real", "--folder", folder, "--out", out,
@@ -568,11 +617,6 @@ def render(r: dict[str, Any]) -> str:
                  f"{'ok' if not x['verify_problems'] else x['verify_problems']}")
     else:
         row("onnxport 1.1B fake", "onnxport-fake")
-    d = r.get("dd")
-    if d:
-        lines.append(f"| dd if=/dev/zero bs=64M conv=fsync, same bytes | {d['seconds']:.1f} | - | "
-                     f"{d['bytes'] / 1e9:.2f} | {d['MBps']:.0f} | onnxport save = "
-                     f"{x.get('write_MBps', 0) / d['MBps'] * 100:.0f}% of dd |")
     for key, name in (("onnxport-real", "onnxport 1.1B: from_pretrained + export + save"),
                       ("torch.onnx-real", "torch.onnx 1.1B (dynamo=True): from_pretrained + export + save")):
         y = r.get(key)
@@ -642,7 +686,29 @@ def render(r: dict[str, Any]) -> str:
                      f"{y['wall_s']:.1f} | {y['peak_rss_MB']:.0f} | - | - | load {y['load_s']:.1f} s |")
     elif y:
         row("ORT session creation, CLI 7B", "cli-7b-ort-load")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n\n" + render_saves(r)
+
+
+def render_saves(r: dict[str, Any]) -> str:
+    """onnxport's saves against `dd` of the same bytes on the same disk, run right before and
+    right after each save in the same process."""
+    lines = ["| save (external data) | seconds | MB/s | dd fdatasync MB/s (before / after) | "
+             "**save / dd fdatasync** | dd no sync MB/s (before / after) | save / dd no sync | "
+             "checkpoint in page cache |", "|---|---|---|---|---|---|---|---|"]
+    for key, name in (("onnxport-fake", "1.1B streamed: fake export, apply_weights(folder), save"),
+                      ("onnxport-real", "1.1B one call: from_pretrained, export, save"),
+                      ("onnxport-7b", "7B streamed (bf16 -> float16, 4 GB shards)")):
+        x = r.get(key)
+        if not x or "error" in x or "dd_before" not in x:
+            continue
+        dd = {k: " / ".join(f"{x[w][k]['MBps']:.0f}" for w in ("dd_before", "dd_after"))
+              for k in ("fdatasync", "no_sync")}
+        ratio = {k: " / ".join(f"{v:.0%}" for v in x[f"ratio_{k}"]) for k in ("fdatasync", "no_sync")}
+        cached = x.get("checkpoint_cached")
+        lines.append(f"| {name} | {x['save_s']:.1f} | {x['write_MBps']:.0f} | {dd['fdatasync']} | "
+                     f"**{ratio['fdatasync']}** | {dd['no_sync']} | {ratio['no_sync']} | "
+                     f"{_f(cached * 100 if cached is not None else None, '.0f')}% |")
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 if __name__ == "__main__":

@@ -274,3 +274,209 @@ def test_resave_removes_stale_data_files(tmp_path) -> None:
     assert data_files() == ["m.onnx-notes.data"]
     assert (tmp_path / "other.onnx.data").exists()
     np.testing.assert_allclose(_ort_logits(path, x), model(x).detach().numpy(), atol=1e-5)
+
+
+# -- how external data is written (issue 26, item 3) ----------------------------------------------
+
+class _FakeLibc:
+    """Stands for `_serialize._libc()`: records `sync_file_range` and `madvise` calls (and
+    makes them), or fails `sync_file_range` with `errno`."""
+
+    def __init__(self, errno: int = 0) -> None:
+        self.errno = errno
+        self.ranges: list[tuple[str, int, int, int]] = []  # (file, offset, bytes, flags)
+        self.advice: list[tuple[int, int, int]] = []
+
+    def sync_file_range(self, fd: int, offset: int, nbytes: int, flags: int) -> int:
+        import ctypes
+
+        self.ranges.append((os.path.basename(os.readlink(f"/proc/self/fd/{fd}")), offset,
+                            nbytes, flags))
+        if self.errno:
+            ctypes.set_errno(self.errno)
+            return -1
+        return 0
+
+    def madvise(self, address: int, length: int, advice: int) -> int:
+        self.advice.append((address, length, advice))
+        return 0
+
+    def __call__(self) -> tuple:
+        return self.sync_file_range, self.madvise
+
+
+def _mlp_program():
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 256)).eval()
+    x = torch.randn(2, 256)
+    return model, x, onnxport.export(model, (x,))
+
+
+def _crc32_of(path: str) -> str:
+    import zlib
+
+    with open(path, "rb") as fh:
+        return f"{zlib.crc32(fh.read()):08x}"
+
+
+@pytest.mark.parametrize("shard", [None, 300_000], ids=["one-file", "shards"])
+def test_recorded_checksums_are_the_crc32_of_the_files(tmp_path, shard) -> None:
+    # The CRC-32 is computed from the tensors' memory while the writer thread writes: it must
+    # still equal a CRC-32 of the bytes on disk, padding included.
+    _, _, program = _mlp_program()
+    path = str(tmp_path / "m.onnx")
+    program.save(path, external_data=True, external_data_max_shard_bytes=shard)
+    proto = onnx.load(path, load_external_data=False)
+    files = json.loads({p.key: p.value for p in proto.metadata_props}[
+        "pkg.onnxport.external_data_crc32"])
+    assert (len(files) == 1) == (shard is None)
+    for name, record in files.items():
+        assert record == {"bytes": os.path.getsize(tmp_path / name),
+                          "crc32": _crc32_of(str(tmp_path / name))}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads file names from /proc")
+def test_writeback_starts_while_writing(tmp_path, monkeypatch) -> None:
+    # Buffered writes (where O_DIRECT is refused): each chunk is handed to the disk as soon as
+    # it is written, and the writer waits for the chunks WRITEBACK_LAG bytes behind, before the
+    # fsync at the end.
+    from onnxport import _serialize
+
+    libc = _FakeLibc()
+    monkeypatch.setattr(_serialize, "_libc", libc)
+    monkeypatch.setattr(_serialize, "_DIRECT_IO", False)  # buffered writes
+    monkeypatch.setattr(_serialize, "WRITE_CHUNK", 64 * 1024)
+    monkeypatch.setattr(_serialize, "GATHER_BYTES", 64 * 1024)
+    monkeypatch.setattr(_serialize, "WRITEBACK_LAG", 128 * 1024)
+    fsynced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        fsynced.append(len(libc.ranges))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    model, x, program = _mlp_program()
+    path = str(tmp_path / "m.onnx")
+    program.save(path, external_data=True)
+    assert verify_external_data(path) == []
+    np.testing.assert_allclose(_ort_logits(path, x), model(x).detach().numpy(), atol=1e-5)
+    size = os.path.getsize(tmp_path / "m.onnx.data")
+    started = [(o, n) for f, o, n, flags in libc.ranges if flags == 2]
+    waited = [(o, n) for f, o, n, flags in libc.ranges if flags == 7]
+    assert {f for f, *_ in libc.ranges} == {"m.onnx.data"}
+    # Started in order from the start of the file, without gaps, each at least a chunk.
+    assert started[0][0] == 0 and all(n >= 64 * 1024 for _, n in started)
+    assert all(a + n == b for (a, n), (b, _) in zip(started, started[1:]))
+    assert size - (started[-1][0] + started[-1][1]) < 64 * 1024
+    # Waited for in order, each range started before, and at most WRITEBACK_LAG behind.
+    assert waited and waited[0][0] == 0
+    assert all(a + n == b for (a, n), (b, _) in zip(waited, waited[1:]))
+    for i, (_, o, n, flags) in enumerate(libc.ranges):
+        if flags == 7:
+            begun = [r for r in libc.ranges[:i] if r[3] == 2]
+            assert o + n <= begun[-1][1] + begun[-1][2] - 128 * 1024
+    assert fsynced[0] == len(libc.ranges)  # the data file's fsync comes after all of it
+
+
+def test_weights_in_memory_are_read_ahead(tmp_path, monkeypatch) -> None:
+    # Parameters that are views of a memory-mapped checkpoint (from_pretrained leaves them so)
+    # are read ahead with MADV_WILLNEED before the checksum reaches them.
+    from onnxport import _serialize
+
+    libc = _FakeLibc()
+    monkeypatch.setattr(_serialize, "_libc", libc)
+    model, _, program = _mlp_program()
+    program.save(str(tmp_path / "m.onnx"), external_data=True)
+    page = __import__("mmap").PAGESIZE
+    for p in model.parameters():
+        nbytes = p.numel() * p.element_size()
+        if nbytes < _serialize.ALIGNMENT:
+            continue
+        assert any(a % page == 0 and a <= p.data_ptr() and p.data_ptr() + nbytes <= a + n
+                   and advice == 3 for a, n, advice in libc.advice), p.shape
+
+
+def test_writeback_not_supported_is_skipped(tmp_path, monkeypatch) -> None:
+    # A file system without sync_file_range (EINVAL): no more calls, the fsync flushes all.
+    from onnxport import _serialize
+
+    libc = _FakeLibc(errno=22)
+    monkeypatch.setattr(_serialize, "_libc", libc)
+    monkeypatch.setattr(_serialize, "_DIRECT_IO", False)
+    monkeypatch.setattr(_serialize, "WRITE_CHUNK", 64 * 1024)
+    _, _, program = _mlp_program()
+    path = str(tmp_path / "m.onnx")
+    program.save(path, external_data=True)
+    assert len(libc.ranges) == 1 and verify_external_data(path) == []
+
+
+def _direct_io_supported(folder) -> bool:
+    try:
+        fd = os.open(os.path.join(folder, "probe"), os.O_WRONLY | os.O_CREAT | os.O_DIRECT)
+    except (OSError, AttributeError):
+        return False
+    os.close(fd)
+    os.remove(os.path.join(folder, "probe"))
+    return True
+
+
+@pytest.mark.parametrize("shard", [None, 300_000], ids=["one-file", "shards"])
+def test_direct_io_writes_what_buffered_writes_write(tmp_path, monkeypatch, shard) -> None:
+    # With O_DIRECT (through aligned buffers, smaller than the weights here so that pieces
+    # straddle them, the last block written without O_DIRECT) the files are byte for byte those
+    # of buffered writes, with the same checksums, and the model runs.
+    from onnxport import _serialize
+
+    if not _direct_io_supported(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT (the buffered path is tested above)")
+    model, x, program = _mlp_program()
+    monkeypatch.setattr(_serialize, "_DIRECT_IO", False)
+    (tmp_path / "buffered").mkdir()
+    program.save(str(tmp_path / "buffered" / "m.onnx"), external_data=True,
+                 external_data_max_shard_bytes=shard)
+    monkeypatch.setattr(_serialize, "_DIRECT_IO", True)
+    monkeypatch.setattr(_serialize, "DIRECT_BUFFER", 3 * 4096 * 8)
+    monkeypatch.setattr(_serialize, "DIRECT_BUFFERS", 2)
+    opened = []
+    real = _serialize._DirectWriter.__init__
+
+    def init(self, path: str) -> None:
+        real(self, path)
+        opened.append(os.path.basename(path))
+
+    monkeypatch.setattr(_serialize._DirectWriter, "__init__", init)
+    path = str(tmp_path / "m.onnx")
+    program.save(path, external_data=True, external_data_max_shard_bytes=shard)
+    data = sorted(f for f in os.listdir(tmp_path) if f.endswith(".data"))
+    assert sorted(opened) == data
+    for name in data:
+        assert (tmp_path / name).read_bytes() == (tmp_path / "buffered" / name).read_bytes()
+    assert verify_external_data(path) == []
+    np.testing.assert_allclose(_ort_logits(path, x), model(x).detach().numpy(), atol=1e-5)
+
+
+def test_direct_io_refused_alignment_falls_back_to_buffered(tmp_path, monkeypatch) -> None:
+    # A file system that opens with O_DIRECT but refuses the alignment (EINVAL on write): the
+    # rest of the file is written buffered, and the file is whole.
+    if not _direct_io_supported(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    real_pwrite = os.pwrite
+    refused = []
+
+    def pwrite(fd: int, data, offset: int) -> int:
+        import fcntl
+
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            refused.append(offset)
+            raise OSError(22, "Invalid argument")
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    model, x, program = _mlp_program()
+    path = str(tmp_path / "m.onnx")
+    program.save(path, external_data=True)
+    assert refused == [0]
+    assert verify_external_data(path) == []
+    np.testing.assert_allclose(_ort_logits(path, x), model(x).detach().numpy(), atol=1e-5)

@@ -649,3 +649,60 @@ def test_torchscript_api_does_not_import_api() -> None:
     assert "onnxport" not in imported
     state = _imports("onnxport._state", modules["onnxport._state"], modules, top_level=False)
     assert not state & {"onnxport._api", "onnxport._torchscript_api", "onnxport"}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sync_file_range is Linux's")
+def test_writeback_error_keeps_the_previous_pair(monkeypatch, saved, programs) -> None:
+    # Buffered, the writer has the kernel write each chunk as it goes (sync_file_range); an I/O error
+    # reported there (then not again by the fsync) fails the save, which changes nothing.
+    import ctypes
+
+    path, _, before = saved
+    libc = _serialize._libc()
+
+    def sync_file_range(fd: int, offset: int, nbytes: int, flags: int) -> int:
+        ctypes.set_errno(errno.EIO)
+        return -1
+
+    monkeypatch.setattr(_serialize, "_libc", lambda: (sync_file_range, libc[1]))
+    monkeypatch.setattr(_serialize, "_DIRECT_IO", False)  # buffered writes
+    monkeypatch.setattr(_serialize, "WRITE_CHUNK", 1024)
+    with pytest.raises(OSError) as info:
+        programs[1].save(path, external_data=True)
+    assert info.value.errno == errno.EIO
+    assert _snapshot(path.parent) == before
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct-io", "buffered"])
+def test_disk_full_while_writing_data_keeps_the_previous_pair(monkeypatch, saved, programs,
+                                                              direct) -> None:
+    # The writer thread's write fails (disk full): the save raises that error and changes
+    # nothing, with O_DIRECT writes and with buffered ones.
+    path, _, before = saved
+    monkeypatch.setattr(_serialize, "_DIRECT_IO", direct)
+
+    def full(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    real_open = open
+
+    class _Full:
+        def __init__(self, fh):  # type: ignore[no-untyped-def]
+            self._fh = fh
+
+        def write(self, data):  # type: ignore[no-untyped-def]
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):  # type: ignore[no-untyped-def]
+            return getattr(self._fh, name)
+
+    def opener(file, mode="r", *args, **kwargs):  # type: ignore[no-untyped-def]
+        fh = real_open(file, mode, *args, **kwargs)
+        return _Full(fh) if str(file).endswith(".data") and "w" in mode else fh
+
+    monkeypatch.setattr(_serialize, "open", opener, raising=False)
+    with pytest.raises(OSError) as info:
+        programs[1].save(path, external_data=True)
+    assert info.value.errno == errno.ENOSPC
+    assert _snapshot(path.parent) == before

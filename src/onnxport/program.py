@@ -182,10 +182,14 @@ class ONNXProgram:
 
         External data is streamed: each weight is read (from its tensor's memory, or from
         the memory-mapped checkpoint `apply_weights` attached) and written in large
-        sequential writes, one weight in memory at a time. Tensors of 64 KiB or more start at
-        64 KiB-aligned offsets (runtimes can memory-map them), and the CRC-32 of every data
-        file is recorded in the model's metadata (`pkg.onnxport.external_data_crc32`;
-        check it with `onnxport.weights.verify_external_data(path)`).
+        sequential writes by a thread, one weight in memory at a time, its CRC-32 computed
+        while the data before it is written. On Linux the data goes straight to the disk
+        (O_DIRECT, through 16 MB aligned buffers; where the file system refuses it, buffered
+        writes whose writeback starts at once), and weights held in memory-mapped files are
+        read ahead. Tensors of 64 KiB or more start at 64 KiB-aligned offsets
+        (runtimes can memory-map them), and the CRC-32 of every data file is recorded in the
+        model's metadata (`pkg.onnxport.external_data_crc32`; check it with
+        `onnxport.weights.verify_external_data(path)`).
 
         Saving to a path is atomic for the model and its `.data` file together: they are
         written in full to a staging folder beside `destination`, then renamed into place. If
