@@ -360,6 +360,12 @@ def define_ops() -> bool:
     return True
 
 
+def _has_ops() -> bool:
+    # A module-level function, not a lambda: torch.jit.script compiles it where torchvision
+    # scripts its ops while tracing (`_script_if_tracing`).
+    return True
+
+
 def load_torchvision() -> Any:
     """`torchvision`, importable and with runnable ops on this torch, or None if absent."""
     if "torchvision" in sys.modules:
@@ -375,8 +381,8 @@ def load_torchvision() -> Any:
         # exist now. roi_align imported the predicate by name, so patch it there too.
         import torchvision.extension as extension
 
-        extension._has_ops = lambda: True
+        extension._has_ops = _has_ops
         roi_align_module = sys.modules.get("torchvision.ops.roi_align")
         if roi_align_module is not None and hasattr(roi_align_module, "_has_ops"):
-            roi_align_module._has_ops = lambda: True
+            roi_align_module._has_ops = _has_ops
     return torchvision

@@ -29,6 +29,7 @@ from onnxport.capture.decompose import (
 )
 from onnxport.capture.inplace import effective_target
 from onnxport.capture.kernels import capture_kernels
+from onnxport.capture.library_patches import library_patches
 from onnxport.capture.rnn import loop_shaped_rnns
 from onnxport.errors import CaptureAttempt, CaptureError, ForwardError, UnsupportedOutputError
 
@@ -170,7 +171,7 @@ def _export(module: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any]
     rnns = loop_shaped_rnns() if loop_rnns else contextlib.nullcontext()
     oblivious = torch.fx.experimental._config.patch(backed_size_oblivious=True) \
         if size_oblivious else contextlib.nullcontext()
-    with capture_kernels(), rnns, oblivious:
+    with capture_kernels(), library_patches(), rnns, oblivious:
         return torch.export.export(module, tuple(args), kwargs=kwargs or None,
                                    dynamic_shapes=dynamic_shapes, strict=strict)
 

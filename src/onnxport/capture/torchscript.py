@@ -227,9 +227,11 @@ def capture_torchscript(model: Any, args: Any, kwargs: dict[str, Any] | None = N
     except Exception as e:  # noqa: BLE001  (reported as a CaptureError with the cause)
         traced = None
         if "cannot be understood by the tracer" in str(e) or \
-                "Tracer cannot infer type" in str(e):
+                "Tracer cannot infer type" in str(e) or \
+                "can be output from traced functions" in str(e):
             # Nested outputs the tracer refuses (a dict holding a list, a dict of mixed
-            # values): traced as the flat tuple of their tensors, the ONNX outputs' order.
+            # values, a list of dicts): traced as the flat tuple of their tensors, the ONNX
+            # outputs' order.
             wrapper.flat_outputs = True
             try:
                 with training_mode(model, training):

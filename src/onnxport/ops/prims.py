@@ -87,6 +87,12 @@ def sym_floordiv(g: GraphBuilder, a: Any, b: Any) -> Any:
     return _floor_div_int(g, a, b)
 
 
+@register(math.trunc)
+def sym_trunc(g: GraphBuilder, a: Any) -> Any:
+    """math.trunc on a symbolic float (`int(x)`): toward zero, as ONNX's float-to-int Cast."""
+    return cast(g, cast(g, a, ir.DataType.FLOAT), ir.DataType.INT64)
+
+
 def _floor_div_int(g: GraphBuilder, a: Tensor, b: Tensor) -> Tensor:
     q = g.op("Div", a, b)
     # ONNX Div truncates; step down where the signs differ and there is a remainder.

@@ -21,8 +21,8 @@ from onnxport.translate.builder import GraphBuilder
 from onnxport.translate.translator import _identity
 from onnxport.translate.ts_graph import _all_nodes, _mark_scalar, _type_info
 from onnxport.translate.ts_scalars import (
-    _TORCH_TO_CODE, _derive_index, _dim, _getitem, _len, _range_length, _scalar_binary, _size,
-    _to_scalar, cast,
+    _TORCH_TO_CODE, _derive_index, _dim, _getitem, _len, _numel, _range_length, _scalar_binary,
+    _shape_as_tensor, _size, _tensor, _to_scalar, cast,
 )
 from onnxport.translate.ts_symbolic import _python_op
 
@@ -423,6 +423,9 @@ _PRIM: dict[str, Callable[[TorchScriptTranslator, torch._C.Node], None]] = {
 _SPECIAL: dict[str, Callable[[TorchScriptTranslator, torch._C.Node], None]] = {
     "aten::size": _size,
     "aten::dim": _dim,
+    "aten::numel": _numel,
+    "aten::_shape_as_tensor": _shape_as_tensor,
+    "aten::tensor": _tensor,
     "aten::Int": _to_scalar(ir.DataType.INT64, int),
     "aten::Float": _to_scalar(ir.DataType.FLOAT, float),
     "aten::Bool": _to_scalar(ir.DataType.BOOL, bool),

@@ -8,12 +8,14 @@ values marked as scalars (`ts_graph._mark_scalar`), typed after the node's outpu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import onnx_ir as ir
 import torch
 
+from onnxport import _dtypes
 from onnxport.errors import TranslationError
 from onnxport.translate.builder import GraphBuilder
 from onnxport.translate.ts_graph import _mark_scalar, _type_info
@@ -88,6 +90,39 @@ def _size(t: TorchScriptTranslator, node: torch._C.Node) -> None:
             result.shape = ir.Shape([])
             _mark_scalar(result)
     t._set(node.output(), result)
+
+
+def _numel(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+    x = t._get(node.input())
+    if x.shape is not None and all(isinstance(d, int) for d in x.shape):
+        t._set(node.output(), math.prod(int(d) for d in x.shape))
+        return
+    out = t.g.op("Size", x)
+    out.shape = ir.Shape([])
+    t._set(node.output(), _mark_scalar(out))
+
+
+def _shape_as_tensor(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+    x = t._get(node.input())
+    out = t.g.op("Shape", x)
+    out.shape = ir.Shape([len(x.shape)]) if x.shape is not None else None
+    t._set(node.output(), out)
+
+
+def _tensor(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+    """aten::tensor.int / .float / .bool (torch.tensor of a number): its dtype is the node's."""
+    value = t._get(node.inputsAt(0))
+    code = t._get(node.inputsAt(1))
+    dtype = _dtypes.to_ir(_SCALAR_TYPES[code]) if isinstance(code, int) else \
+        t.info(node.output())[0]
+    if dtype is None:  # torch.tensor's own choice for a Python number
+        kind = node.inputsAt(0).type()
+        dtype = ir.DataType.BOOL if isinstance(kind, torch._C.BoolType) else \
+            ir.DataType.INT64 if isinstance(kind, torch._C.IntType) else ir.DataType.FLOAT
+    out = cast(t.g, value, dtype) if isinstance(value, ir.Value) else t.g.const(value, dtype)
+    if not isinstance(value, (list, tuple)):
+        out.shape = ir.Shape([])
+    t._set(node.output(), out)
 
 
 def _dim(t: TorchScriptTranslator, node: torch._C.Node) -> None:

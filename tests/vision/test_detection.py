@@ -1,0 +1,186 @@
+"""torchvision's detectors exported with the dynamo flavour, checked in ONNX Runtime.
+
+The patches of torchvision's data-dependent code (onnxport/capture/library_patches.py) are
+checked against torchvision's own functions in eager mode, and one detector end to end (Faster
+R-CNN with a MobileNetV3 backbone, the fastest); benchmarks/bench_detection.py exports the full
+set (Faster / Mask / Keypoint R-CNN, RetinaNet, FCOS, SSD, SSDlite).
+
+Random weights give near-constant class scores, so NMS would order ties as each
+implementation pleases: `reinit` draws weights that give distinct scores.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import onnxruntime
+import pytest
+import torch
+
+from tests.vision.packages import import_vision
+
+torchvision = import_vision()
+if torchvision is None:
+    pytest.skip("no torchvision release for this torch", allow_module_level=True)
+
+import onnxport  # noqa: E402
+from onnxport.capture import library_patches  # noqa: E402
+from onnxport.errors import ForwardError  # noqa: E402
+
+detection = torchvision.models.detection
+roi_heads = sys.modules["torchvision.models.detection.roi_heads"]
+box_ops = sys.modules["torchvision.ops.boxes"]
+
+
+def reinit(model: torch.nn.Module, seed: int = 0, class_gain: float = 16.0) -> torch.nn.Module:
+    """He-normal weights, class heads `class_gain` times the variance, so that class scores
+    are distinct (softmax heads; a sigmoid head, RetinaNet's, saturates to ties at 1 then)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if not isinstance(module, (torch.nn.Conv2d, torch.nn.Linear,
+                                       torch.nn.ConvTranspose2d)):
+                continue
+            weight = module.weight
+            fan_in = weight[0].numel()
+            if isinstance(module, torch.nn.ConvTranspose2d):
+                fan_in = weight.shape[0] * weight[0, 0].numel()
+            gain = class_gain if "cls" in name or "classification" in name else 1.0
+            weight.copy_(torch.randn(weight.shape, generator=generator) * (gain / fan_in) ** 0.5)
+            if module.bias is not None:
+                module.bias.copy_(torch.randn(module.bias.shape, generator=generator) * 0.1)
+    return model.eval()
+
+
+def detector(name: str, class_gain: float = 16.0, **kwargs: object) -> torch.nn.Module:
+    """A torchvision detector with random weights, images resized to 160-200 pixels."""
+    torch.manual_seed(0)
+    small = {"min_size": 160, "max_size": 200} if not name.startswith("ssd") else {}
+    return reinit(getattr(detection, name)(weights=None, weights_backbone=None, **small,
+                                           **kwargs), class_gain=class_gain)
+
+
+def images(height: int, width: int) -> torch.Tensor:
+    return torch.rand(1, 3, height, width, generator=torch.Generator().manual_seed(height + width))
+
+
+def test_batched_nms_patch_matches_torchvision() -> None:
+    torch.manual_seed(0)
+    corners = torch.rand(300, 2) * 100
+    boxes = torch.cat([corners, corners + torch.rand(300, 2) * 40 + 1], dim=1)
+    scores = torch.rand(300)
+    classes = torch.randint(0, 5, (300,))
+    with library_patches.library_patches():
+        patched = box_ops.batched_nms(boxes, scores, classes, 0.5)
+    assert box_ops.batched_nms is not library_patches._batched_nms  # restored on exit
+    torch.testing.assert_close(patched, box_ops.batched_nms(boxes, scores, classes, 0.5))
+    torch.testing.assert_close(patched, box_ops._batched_nms_vanilla(boxes, scores, classes, 0.5))
+
+
+def _boxes(count: int, height: int, width: int) -> torch.Tensor:
+    corner = torch.rand(count, 2) * torch.tensor([width, height]) * 0.8
+    size = torch.rand(count, 2) * 80
+    far = torch.minimum(corner + size, torch.tensor([float(width), float(height)]))
+    boxes = torch.cat([corner, far], dim=1)
+    boxes[0] = torch.tensor([10.0, 10.0, 9.5, 30.0])  # narrower than a pixel
+    return boxes
+
+
+def test_paste_masks_patch_matches_torchvision() -> None:
+    torch.manual_seed(0)
+    masks = torch.rand(30, 1, 28, 28)
+    boxes = _boxes(30, 120, 140)
+    expected = roi_heads.paste_masks_in_image(masks, boxes, (120, 140))
+    got = library_patches._paste_masks_in_image(masks, boxes, (120, 140))
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+
+
+def test_heatmaps_to_keypoints_patch_matches_torchvision() -> None:
+    torch.manual_seed(0)
+    maps = torch.randn(20, 17, 56, 56)
+    rois = _boxes(20, 120, 140)
+    expected_xy, expected_scores = roi_heads.heatmaps_to_keypoints(maps, rois)
+    xy, scores = library_patches._heatmaps_to_keypoints(maps, rois)
+    torch.testing.assert_close(xy, expected_xy)  # the same argmax pixel for every keypoint
+    # Bicubic weights summed in another order (one matrix product per box).
+    torch.testing.assert_close(scores, expected_scores, rtol=1e-4, atol=1e-4)
+
+
+def test_ssd_postprocess_patch_matches_torchvision() -> None:
+    model = detector("ssdlite320_mobilenet_v3_large", score_thresh=0.0)
+    x = images(160, 192)
+    with torch.no_grad():
+        expected = model(x)[0]
+        with library_patches.library_patches():
+            got = model(x)[0]
+    for key in ("boxes", "scores", "labels"):
+        torch.testing.assert_close(got[key], expected[key])
+
+
+def test_faster_rcnn_exports_and_matches_eager() -> None:
+    model = detector("fasterrcnn_mobilenet_v3_large_320_fpn", box_score_thresh=0.0,
+                     rpn_score_thresh=0.0)
+    x = images(160, 192)
+    program = onnxport.export(model, (x,), dynamo=True,
+                              output_names=["boxes", "labels", "scores"])
+    graph = program.model.graph
+    assert [v.name for v in graph.inputs] == ["images"]
+    assert [v.name for v in graph.outputs] == ["boxes", "labels", "scores"]
+    # The number of detections is a dimension of the graph, not the example's count.
+    assert not isinstance(graph.outputs[0].shape[0], int)
+    op_types = {node.op_type for node in graph.all_nodes()}
+    assert {"NonMaxSuppression", "RoiAlign"} <= op_types
+    with torch.no_grad():
+        expected = model(x)[0]
+    got = program(x)
+    assert expected["boxes"].shape[0] > 10
+    for key, value in zip(("boxes", "labels", "scores"), got):
+        torch.testing.assert_close(torch.as_tensor(value), expected[key], rtol=1e-4, atol=1e-3)
+
+
+def test_bad_input_is_a_typed_error() -> None:
+    model = detector("fasterrcnn_mobilenet_v3_large_320_fpn")
+    with pytest.raises(ForwardError, match="3d tensors"):
+        onnxport.export(model, (torch.rand(1, 1, 3, 64, 64),), dynamo=True)
+
+
+def test_no_detections() -> None:
+    # Every class score is below 0.9 on this image: eager returns no boxes, nor does ONNX
+    # Runtime (NMS, top-k and the box offsets over empty tensors).
+    model = detector("fasterrcnn_mobilenet_v3_large_320_fpn", box_score_thresh=0.9,
+                     rpn_score_thresh=0.0)
+    x = images(160, 192)
+    with torch.no_grad():
+        expected = model(x)[0]
+    assert expected["boxes"].shape == (0, 4)
+    program = onnxport.export(model, (x,), dynamo=True,
+                              output_names=["boxes", "labels", "scores"])
+    for key, value in zip(("boxes", "labels", "scores"), program(x)):
+        assert torch.as_tensor(value).shape == expected[key].shape
+
+
+@torch.jit.script
+def _scripted_count(x: torch.Tensor) -> torch.Tensor:
+    return torch.tensor(x.numel()) + torch.tensor(1)
+
+
+class _ShapeOps(torch.nn.Module):
+    """The TorchScript nodes torchvision's tracing paths emit: aten::_shape_as_tensor, and in
+    its scripted functions aten::numel and aten::tensor."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch._shape_as_tensor(x)[-1] * _scripted_count(x)
+
+
+def test_torchscript_shape_ops() -> None:
+    model = _ShapeOps()
+    buffer = io.BytesIO()
+    onnxport.export(model, (torch.rand(2, 3),), buffer, dynamo=False, input_names=["x"],
+                    dynamic_axes={"x": {0: "rows", 1: "columns"}})
+    session = onnxruntime.InferenceSession(buffer.getvalue(),
+                                           providers=["CPUExecutionProvider"])
+    for shape in ((2, 3), (4, 5)):
+        x = torch.rand(shape)
+        (got,) = session.run(None, {"x": x.numpy()})
+        torch.testing.assert_close(torch.as_tensor(got), model(x))
