@@ -6,7 +6,8 @@
         --flavours torchscript --jsonl a.jsonl         # one shard; every outcome kept as a line
     python benchmarks/bench_fuzz.py --merge a.jsonl b.jsonl --out FILE   # one table of shards
 
-Each seed runs in both flavours (dynamo=True / dynamo=False), static and dynamic (dim 0), with
+Each seed runs in both flavours (dynamo=True / dynamo=False), static and dynamic (dim 0, and
+from seed 10000 on the wider grammar's dims and Dim styles: tests/fuzz/generator.py), with
 onnxport and with torch.onnx on the same modules, in a worker process per exporter with a
 per-variant timeout. Prints (and with --out writes as markdown) the outcome table: matches,
 typed errors, silent mismatches, ORT-invalid files, untyped exceptions, hangs, clobbered
@@ -95,6 +96,13 @@ def table(results: list[Outcome], seeds: int, seconds: float) -> str:
                   "matches eager):", ""]
         for r in sorted(rounding, key=lambda r: (r.exporter, r.seed)):
             lines.append(f"* seed {r.seed} {r.variant}: {' '.join(r.detail.split())[:240]}")
+    static = [r for r in results if r.outcome == "match" and r.detail.startswith("made static")]
+    if static:
+        per = collections.Counter(f"{r.exporter}/{r.flavour}" for r in static)
+        lines += ["", "Dims asked to be dynamic that the file has static, with a warning naming "
+                  "them (" + ", ".join(f"{k}: {n}" for k, n in sorted(per.items())) + "):", ""]
+        for r in sorted(static, key=lambda r: (r.exporter, r.seed))[:40]:
+            lines.append(f"* seed {r.seed} {r.variant}: {r.detail[:200]}")
     if bad:
         lines += ["", "Outcomes that fail the suite:", ""]
         for r in sorted(bad, key=lambda r: (r.exporter, r.outcome, r.seed)):

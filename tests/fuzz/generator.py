@@ -7,6 +7,15 @@ reductions, reshape/transpose/cat/slice/index, softmax/layernorm, comparisons/wh
 ops on intermediates, Python scalars (also from shapes), buffers, dtype casts; shapes with
 size-1 and empty dims; float32, float16, int64 and bool values; and nested tuple/list/dict
 outputs. Dim 0 of every input is the batch (made dynamic by the dynamic variants).
+
+Seeds from WIDE_FROM on draw from a wider grammar (seeds below keep the cases they always
+had, so old REGRESSIONS/FIXED seeds reproduce): pooling (max/avg 1d/2d/3d with kernel, stride,
+padding, dilation, ceil_mode, count_include_pad, divisor_override, indices; adaptive avg/max),
+parametrised unary ops, cumsum/flip/roll/pad, conv with dilation and groups, inputs up to
+rank 5; and dynamic-shape cases past "dim 0 dynamic": ops that fold the batch into another
+dim or guard on it (torch.export then suggests fixes, or must keep a guard as a run-time
+assert), a dim the model specialises, several dynamic dims (`Case.dynamic`), and the dim
+given as `Dim.DYNAMIC`, a named `Dim` or a string (`Case.dim_style`).
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ from torch import nn
 
 F32, F16, I64, BOOL = torch.float32, torch.float16, torch.int64, torch.bool
 FLOATS = (F32, F16)
+WIDE_FROM = 10000  # the first seed of the wider grammar
+DIM_STYLES = ("DYNAMIC", "named", "string")
 
 
 @dataclasses.dataclass
@@ -37,6 +48,10 @@ class Case:
     args: tuple[torch.Tensor, ...]
     source: str
     ops: list[str]
+    # The dynamic variants' spec: per input {axis: dim name}, and how the dims are given:
+    # "DYNAMIC" (Dim.DYNAMIC), "named" (one Dim per name) or "string" (the name).
+    dynamic: list[dict[int, str]] = dataclasses.field(default_factory=list)
+    dim_style: str = "DYNAMIC"
 
     def inputs_with_batch(self, batch: int) -> tuple[torch.Tensor, ...]:
         """The inputs with dim 0 resized to `batch` (fresh data, same seed)."""
@@ -148,7 +163,29 @@ _OPS: dict[str, Any] = {
     "iclamp": lambda m, a, lo, hi: a[0].clamp_(lo, hi),
     "isetitem": lambda m, a, s: _setitem(a[0], s),
     "imasked_fill": lambda m, a, s: a[1].masked_fill_(a[0], s),
+    # the wider grammar (seeds >= WIDE_FROM)
+    "pool": lambda m, a, fn, kw: _pool(fn, a[0], kw),
+    "leaky_relu": lambda m, a, slope: nn.functional.leaky_relu(a[0], slope),
+    "elu": lambda m, a, alpha: nn.functional.elu(a[0], alpha),
+    "hardtanh": lambda m, a, lo, hi: nn.functional.hardtanh(a[0], lo, hi),
+    "clamp": lambda m, a, lo, hi: a[0].clamp(lo, hi),
+    "cumsum": lambda m, a, dim: a[0].cumsum(dim),
+    "flip": lambda m, a, dims: a[0].flip(dims),
+    "roll": lambda m, a, shift, dim: a[0].roll(shift, dim),
+    "pad": lambda m, a, pads, mode: nn.functional.pad(a[0], pads, mode=mode),
+    "fold_pairs": lambda m, a: a[0].reshape(-1, 2, *a[0].shape[1:]),
+    "fold_merge": lambda m, a: a[0].reshape(-1, *a[0].shape[2:]),
+    "unflatten_batch": lambda m, a: a[0].unflatten(0, (2, -1)),
+    "fold_flat": lambda m, a, width: a[0].reshape(-1, width),
+    "select_batch": lambda m, a, index: a[0][index],
+    "batch_branch": lambda m, a, size: a[0] * 2 if a[0].shape[0] != size else a[0] - 1,
+    "specialize": lambda m, a, buf: a[0] + _sub(m, buf),
 }
+
+
+def _pool(fn: str, x: torch.Tensor, kw: dict[str, Any]) -> Any:
+    out = getattr(nn.functional, fn)(x, **kw)
+    return out[0] + out[1].to(out[0].dtype) if isinstance(out, tuple) else out
 
 
 def _setitem(t: torch.Tensor, s: Any) -> torch.Tensor:
@@ -158,6 +195,7 @@ def _setitem(t: torch.Tensor, s: Any) -> torch.Tensor:
 
 class _Builder:
     def __init__(self, seed: int) -> None:
+        self.wide = seed >= WIDE_FROM
         self.rng = random.Random(seed)
         self.gen = torch.Generator().manual_seed(seed)
         self.vals: list[Val] = []
@@ -203,11 +241,14 @@ class _Builder:
     # -- the grammar -------------------------------------------------------------------------
     def step(self) -> None:
         rng = self.rng
-        family = rng.choices(
-            ["unary", "binary", "scalar", "linear", "matmul", "conv", "reduce", "layout", "cat",
-             "slice", "index", "softmax", "layernorm", "compare", "where", "buffer", "cast",
-             "inplace", "shape_scalar"],
-            weights=[8, 7, 6, 5, 2, 3, 5, 7, 3, 4, 3, 3, 2, 4, 3, 3, 3, 6, 2])[0]
+        families = ["unary", "binary", "scalar", "linear", "matmul", "conv", "reduce", "layout",
+                    "cat", "slice", "index", "softmax", "layernorm", "compare", "where", "buffer",
+                    "cast", "inplace", "shape_scalar"]
+        weights = [8, 7, 6, 5, 2, 3, 5, 7, 3, 4, 3, 3, 2, 4, 3, 3, 3, 6, 2]
+        if self.wide:
+            families += ["pool", "param_unary", "shift", "fold", "batch_guard"]
+            weights += [12, 5, 4, 4, 3]
+        family = rng.choices(families, weights=weights)[0]
         getattr(self, f"_{family}")()
 
     def _unary(self) -> None:
@@ -287,10 +328,18 @@ class _Builder:
         stride = self.rng.choice([1, 1, 2])
         pad = self.rng.choice([0, 1])
         out = self.rng.choice([1, 2, 4])
+        dilation, groups = 1, 1
+        if self.wide:
+            dilation = self.rng.choice([1, 1, 2])
+            if dilation * (k - 1) + 1 > min(v.shape[2:]) + 2 * pad:
+                dilation = 1
+            if v.shape[1] % 2 == 0 and self.rng.random() < 0.3:
+                groups, out = 2, 2 * self.rng.choice([1, 2])
         cls = nn.Conv1d if rank == 1 else nn.Conv2d
-        conv = cls(v.shape[1], out, k, stride=stride, padding=pad)
+        conv = cls(v.shape[1], out, k, stride=stride, padding=pad, dilation=dilation,
+                   groups=groups)
         name = self.new_sub("conv", conv)
-        spatial = [(s + 2 * pad - k) // stride + 1 for s in v.shape[2:]]
+        spatial = [(s + 2 * pad - dilation * (k - 1) - 1) // stride + 1 for s in v.shape[2:]]
         self.add("conv", [i], [v.shape[0], out, *spatial], v.dtype, mod=name)
         return None
 
@@ -504,14 +553,173 @@ class _Builder:
                      s=self.scalar(v.dtype) if v.dtype != I64 else 1)
         return None
 
+    # -- the wider grammar (seeds >= WIDE_FROM) ---------------------------------------------
+    def _pool(self) -> None:
+        i = self.pick(lambda v: v.dtype in FLOATS and 3 <= len(v.shape) <= 5
+                      and all(s > 0 for s in v.shape[1:]))
+        if i is None:
+            return self._param_unary()
+        v = self.vals[i]
+        n = len(v.shape) - 2
+        rng = self.rng
+        kind = rng.choices(["max", "avg", "adaptive_avg", "adaptive_max"], weights=[5, 4, 2, 2])[0]
+        if v.dtype == F16:
+            kind = "max"  # torch's CPU avg/adaptive pools lack float16 kernels in some dims
+        if kind.startswith("adaptive"):
+            sizes = [rng.choice([1, 2, 3, s]) for s in v.shape[2:]]
+            kw: dict[str, Any] = {"output_size": sizes if n > 1 else sizes[0]}
+            if kind == "adaptive_max" and rng.random() < 0.3:
+                kw["return_indices"] = True
+        else:
+            def per_axis(values: list[int]) -> Any:
+                return values[0] if n == 1 or rng.random() < 0.3 else values
+            kernel = [rng.choice([1, 2, 2, 3, 3]) for _ in range(n)]
+            stride = [rng.choice([1, 2, 2, 3]) for _ in range(n)]
+            padding = [rng.choice(range(k // 2 + 1)) for k in kernel]
+            kw = {"kernel_size": per_axis(kernel),
+                  "stride": per_axis(stride) if rng.random() < 0.8 else None,
+                  "padding": per_axis(padding), "ceil_mode": rng.random() < 0.5}
+            if isinstance(kw["kernel_size"], int):  # one value for every axis
+                kw["padding"] = min(padding[0], kernel[0] // 2) if isinstance(kw["padding"], int) \
+                    else [min(p, kernel[0] // 2) for p in padding]
+            if kind == "max":
+                if rng.random() < 0.35:
+                    kw["dilation"] = per_axis([rng.choice([1, 2]) for _ in range(n)])
+                if rng.random() < 0.3:
+                    kw["return_indices"] = True
+            else:
+                kw["count_include_pad"] = rng.random() < 0.6
+                if n > 1 and rng.random() < 0.15:
+                    kw["divisor_override"] = rng.choice([1, 3])
+        fn = f"{kind}_pool{n}d"
+        try:
+            meta = _pool(fn, torch.empty(v.shape, dtype=v.dtype, device="meta"), kw)
+        except Exception:  # noqa: BLE001  (torch refuses these parameters for this input)
+            return self._param_unary()
+        self.add("pool", [i], list(meta.shape), v.dtype, fn=fn, kw=kw)
+        return None
+
+    def _param_unary(self) -> None:
+        i = self.pick(lambda v: v.dtype in FLOATS)
+        if i is None:
+            return self._unary()
+        v = self.vals[i]
+        rng = self.rng
+        op = rng.choice(["leaky_relu", "elu", "hardtanh", "clamp"])
+        if op == "leaky_relu":
+            self.add(op, [i], v.shape, v.dtype, slope=rng.choice([0.01, 0.2, -0.5, 1.5]))
+        elif op == "elu":
+            self.add(op, [i], v.shape, v.dtype, alpha=rng.choice([1.0, 0.5, 2.0]))
+        else:
+            lo = rng.choice([-1.0, -0.25, 0.0])
+            hi = rng.choice([lo, lo + 0.5, 1.0, 2.0])
+            self.add(op, [i], v.shape, v.dtype, lo=lo, hi=max(lo, hi))
+        return None
+
+    def _shift(self) -> None:
+        i = self.pick(lambda v: len(v.shape) >= 2 and v.dtype != BOOL)
+        if i is None:
+            return self._unary()
+        v = self.vals[i]
+        rng = self.rng
+        r = len(v.shape)
+        op = rng.choice(["cumsum", "flip", "roll", "pad"])
+        if op == "cumsum":
+            self.add(op, [i], v.shape, v.dtype if v.dtype != BOOL else I64,
+                     dim=rng.randrange(-r, r))
+        elif op == "flip":
+            self.add(op, [i], v.shape, v.dtype, dims=rng.sample(range(r), rng.randint(1, r)))
+        elif op == "roll":
+            self.add(op, [i], v.shape, v.dtype, shift=rng.choice([1, -2, 3]),
+                     dim=rng.randrange(1, r))
+        else:
+            last = v.shape[-1]
+            modes = ["constant"] + (["reflect", "replicate", "circular"]
+                                    if v.dtype in FLOATS and r in (2, 3) and last > 2 else [])
+            mode = rng.choice(modes)
+            pads = [rng.choice([0, 1, 2]), rng.choice([0, 1])]
+            if mode != "constant":
+                pads = [min(p, last - 1) for p in pads]
+            shape = list(v.shape)
+            shape[-1] += sum(pads)
+            self.add(op, [i], shape, v.dtype, pads=pads, mode=mode)
+        return None
+
+    def _fold(self) -> None:
+        """Reshapes that fold the batch with other dims (torch.export guards on the batch)."""
+        i = self.pick(lambda v: len(v.shape) >= 2 and v.shape[0] > 0
+                      and all(s > 0 for s in v.shape))
+        if i is None:
+            return self._layout()
+        v = self.vals[i]
+        rng = self.rng
+        b, rest = v.shape[0], v.shape[1:]
+        choices = ["fold_flat"]
+        if b % 2 == 0:
+            choices += ["fold_pairs", "unflatten_batch"]
+        if len(v.shape) >= 3:
+            choices.append("fold_merge")
+        op = rng.choice(choices)
+        if op == "fold_pairs":
+            self.add(op, [i], [b // 2, 2, *rest], v.dtype, view_of=i)
+        elif op == "unflatten_batch":
+            self.add(op, [i], [2, b // 2, *rest], v.dtype, view_of=i)
+        elif op == "fold_merge":
+            self.add(op, [i], [b * rest[0], *rest[1:]], v.dtype, view_of=i)
+        else:
+            total = b
+            for s in rest:
+                total *= s
+            widths = [w for w in (2 * rest[-1], rest[-1] * b, 8, 6, 3) if w > 0 and total % w == 0]
+            width = rng.choice(widths) if widths else total
+            self.add(op, [i], [total // width, width], v.dtype, view_of=i, width=width)
+        return None
+
+    def _batch_guard(self) -> None:
+        """Code that guards on the batch size or specialises it."""
+        i = self.pick(lambda v: len(v.shape) >= 1 and v.dtype != BOOL)
+        if i is None:
+            return self._unary()
+        v = self.vals[i]
+        rng = self.rng
+        b = v.shape[0]
+        op = rng.choice(["select_batch", "batch_branch", "specialize"])
+        if op == "select_batch" and b > 0:
+            index = rng.choice([j for j in (0, 1, -1) if -b <= j < b])
+            self.add(op, [i], v.shape[1:], v.dtype, view_of=i, index=index)
+        elif op == "specialize":
+            buf = self.new_buffer(_random_tensor(list(v.shape), v.dtype, self.gen))
+            self.add(op, [i], v.shape, v.dtype, buf=buf)
+        else:
+            # never a size the value reaches at the harness's batches (0-3, times a cat's 2 or
+            # 4): a trace (TorchScript) cannot see the branch
+            self.add("batch_branch", [i], v.shape, v.dtype, size=rng.choice([97, 101]))
+        return None
+
+    def dynamic(self) -> tuple[list[dict[int, str]], str]:
+        """The dynamic variants' dims: dim 0 ("batch") of every input, and in the wider
+        grammar sometimes another dim too ("d<axis>"), given in one of DIM_STYLES."""
+        shape = self.vals[0].shape
+        axes = {0: "batch"}
+        if self.wide and len(shape) >= 2 and self.rng.random() < 0.3:
+            axis = self.rng.randrange(1, len(shape))
+            axes[axis] = f"d{axis}"
+        style = self.rng.choice(DIM_STYLES) if self.wide else "DYNAMIC"
+        inputs = [v for v in self.vals if v.kind == "input"]
+        return [dict(axes) for _ in inputs], style
+
     # -- the whole module --------------------------------------------------------------------
     def inputs(self) -> list[torch.Tensor]:
         rng = self.rng
         mode = rng.choices(["f32", "f16", "i64", "mixed"], weights=[60, 15, 10, 15])[0]
         batch = rng.choices([2, 3, 1, 0], weights=[50, 25, 18, 7])[0]
-        rank = rng.choice([1, 2, 2, 3, 3, 4])
+        rank = rng.choice([1, 2, 2, 3, 3, 4] + ([3, 4, 5] if self.wide else []))
         rest = [rng.choices([4, 3, 5, 1, 0, 6, 8], weights=[20, 20, 15, 15, 5, 10, 5])[0]
                 for _ in range(rank - 1)]
+        if self.wide and rank >= 3:
+            # pooling needs channels and non-empty spatial sizes more often than not
+            rest = [rng.choice([4, 5, 6, 7, 3, 2, 1]) if s == 0 and rng.random() < 0.8 else s
+                    for s in rest]
         dtype = {"f32": F32, "f16": F16, "i64": I64, "mixed": F32}[mode]
         shapes = [([batch, *rest], dtype)]
         if rng.random() < 0.4:
@@ -552,6 +760,7 @@ def generate(seed: int) -> Case:
         for _ in range(b.rng.randint(2, 7)):
             b.step()
         outputs = b.outputs()
+        dynamic, style = b.dynamic() if b.wide else ([{0: "batch"} for _ in args], "DYNAMIC")
     module = FuzzModule(b.steps, n_inputs, outputs)
     for name, sub in b.subs.items():
         sub.requires_grad_(False)
@@ -561,7 +770,9 @@ def generate(seed: int) -> Case:
     module.eval()
     ops = sorted({op for op, _, _ in b.steps})
     source = "\n".join([*b.lines, f"return {_render(outputs)}"])
-    return Case(seed, module, tuple(args), source, ops)
+    if b.wide:
+        source += f"\n# dynamic variants: {dynamic} as {style}"
+    return Case(seed, module, tuple(args), source, ops, dynamic, style)
 
 
 def _render(spec: Any) -> str:

@@ -1,9 +1,10 @@
 """Run one fuzz case through an exporter and classify the outcome as exactly one of OUTCOMES.
 
 A variant is (exporter, flavour, shapes): exporter "onnxport" or "torch.onnx", flavour
-"dynamo" (dynamo=True) or "torchscript" (dynamo=False), shapes "static" or "dynamic" (dim 0
-of every input: dynamic_shapes with Dim.DYNAMIC, or dynamic_axes). The model is exported
-into a folder that already holds a good model file at the destination path.
+"dynamo" (dynamo=True) or "torchscript" (dynamo=False), shapes "static" or "dynamic" (the
+dims of `case.dynamic`, dim 0 of every input and sometimes another: dynamic_shapes with
+Dim.DYNAMIC, named Dims or strings as `case.dim_style` says, or dynamic_axes). The model is
+exported into a folder that already holds a good model file at the destination path.
 
 * match: exported; onnx.checker.check_model(full_check=True) passes; ONNX Runtime loads it
   and its outputs equal eager PyTorch's (also at a second batch size when dim 0 stayed
@@ -15,7 +16,9 @@ into a folder that already holds a good model file at the destination path.
   inputs gives eager's outputs: the file is right and the difference is ONNX Runtime's
   arithmetic (e.g. its tanh rounds to 1.0 where torch and numpy give 1 - 2**-24, and a
   following `.long()` truncates the two to 1 and 0). Counted in its own column, not hidden.
-* mismatch: exported, but computes something else (values, shapes, dtypes, output count).
+* mismatch: exported, but computes something else (values, shapes, dtypes, output count),
+  or a dim asked to be dynamic is static in the file and no warning names it. A dim made
+  static with a warning naming it is a match; its detail says "made static (warned): ...".
 * ort_invalid: exported a file the checker refuses or ONNX Runtime cannot load or run.
 * untyped: raised another exception, or a typed one that names nothing.
 * hang: did not finish within the per-case timeout (see `Worker`).
@@ -102,11 +105,21 @@ def _export(case: Any, exporter: str, flavour: str, shapes: str, path: str) -> N
     kwargs: dict[str, Any] = {}
     if flavour == "dynamo":
         if dynamic:
-            kwargs["dynamic_shapes"] = tuple({0: torch.export.Dim.DYNAMIC} for _ in case.args)
+            dims: dict[str, Any] = {}
+
+            def dim(name: str) -> Any:
+                if case.dim_style == "string":
+                    return name
+                if case.dim_style == "named":
+                    return dims.setdefault(name, torch.export.Dim(name))
+                return torch.export.Dim.DYNAMIC
+
+            kwargs["dynamic_shapes"] = tuple({a: dim(n) for a, n in axes.items()}
+                                             for axes in case.dynamic)
     else:
         kwargs["input_names"] = names
         if dynamic:
-            kwargs["dynamic_axes"] = {n: {0: "batch"} for n in names}
+            kwargs["dynamic_axes"] = {n: dict(axes) for n, axes in zip(names, case.dynamic)}
     if exporter == "onnxport":
         import onnxport
 
@@ -168,7 +181,33 @@ def _feed(session: Any, args: tuple[Any, ...]) -> dict[str, Any]:
     return {i.name: a.numpy() for i, a in zip(inputs, args)}
 
 
-def _check_model(path: str, case: Any, expected: list[Any], shapes: str) -> tuple[str, str]:
+def _made_static(path: str, case: Any, warned: list[str]) -> tuple[list[str], list[str]]:
+    """The dims asked to be dynamic that are static in the file: (warned of, silent).
+
+    A warning names a dim when it says its axis ("dim 0", "axis 0") and its input (x0,
+    "input 0") or its name ('batch')."""
+    import onnx
+
+    model = onnx.load(path, load_external_data=False)
+    by_name = {i.name: i for i in model.graph.input}
+    loud, silent = [], []
+    for k, axes in enumerate(case.dynamic):
+        graph_input = by_name.get(f"x{k}") or (list(model.graph.input)[k]
+                                               if k < len(model.graph.input) else None)
+        if graph_input is None:
+            continue
+        dims = graph_input.type.tensor_type.shape.dim
+        for axis, name in axes.items():
+            if axis >= len(dims) or not dims[axis].HasField("dim_value"):
+                continue
+            said = [w for w in warned if re.search(rf"\b(dim|axis) {axis}\b", w)
+                    and (re.search(rf"\bx{k}\b|input {k}\b", w) or f"'{name}'" in w)]
+            (loud if said else silent).append(f"x{k} dim {axis} ({name!r})")
+    return loud, silent
+
+
+def _check_model(path: str, case: Any, expected: list[Any], shapes: str,
+                 warned: list[str] | None = None) -> tuple[str, str]:
     """(outcome, detail) for a model that was exported to `path`."""
     import onnx
     import onnxruntime as ort
@@ -177,6 +216,14 @@ def _check_model(path: str, case: Any, expected: list[Any], shapes: str) -> tupl
         onnx.checker.check_model(path, full_check=True)
     except Exception as e:  # noqa: BLE001
         return "ort_invalid", f"checker: {str(e).splitlines()[0][:300]}"
+    made_static = ""
+    if shapes == "dynamic":
+        loud, silent = _made_static(path, case, warned or [])
+        if silent:
+            return "mismatch", (f"asked to be dynamic, static in the file and no warning names "
+                                f"it: {', '.join(silent)}")
+        if loud:
+            made_static = f"made static (warned): {', '.join(loud)}"
     try:
         options = ort.SessionOptions()
         options.log_severity_level = 4
@@ -208,7 +255,7 @@ def _check_model(path: str, case: Any, expected: list[Any], shapes: str) -> tupl
                 diff = _compare(actual2, expected2)
                 if diff:
                     return _reference_verdict(path, feeds2, expected2, f"at batch {batch}: {diff}")
-    return "match", ""
+    return "match", made_static
 
 
 def _reference_verdict(path: str, feeds: dict[str, Any], expected: list[Any],
@@ -238,13 +285,15 @@ def run_variant(case: Any, expected: list[Any], exporter: str, flavour: str, sha
         before = _snapshot(folder)
         error: BaseException | None = None
         sink = io.StringIO()
+        caught: list[warnings.WarningMessage] = []
         try:
-            with warnings.catch_warnings(), contextlib.redirect_stdout(sink), \
-                    contextlib.redirect_stderr(sink):
-                warnings.simplefilter("ignore")
+            with warnings.catch_warnings(record=True) as caught, \
+                    contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                warnings.simplefilter("always")
                 _export(case, exporter, flavour, shapes, path)
         except Exception as e:  # noqa: BLE001  (classified below)
             error = e
+        warned = [str(w.message) for w in caught]
         after = _snapshot(folder)
         if error is not None:
             message = f"{type(error).__name__}: {str(error).strip()[:400]}"
@@ -261,7 +310,7 @@ def run_variant(case: Any, expected: list[Any], exporter: str, flavour: str, sha
         if extra or after.get("model.onnx") == good:
             return Outcome(case.seed, exporter, flavour, shapes, "clobbered",
                            f"after a successful export the folder holds {sorted(after)}")
-        outcome, detail = _check_model(path, case, expected, shapes)
+        outcome, detail = _check_model(path, case, expected, shapes, warned)
         return Outcome(case.seed, exporter, flavour, shapes, outcome, detail)
     except Exception:  # noqa: BLE001  (a harness failure is reported as untyped)
         return Outcome(case.seed, exporter, flavour, shapes, "untyped",

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fuzz.generator import generate
+from tests.fuzz.generator import DIM_STYLES, WIDE_FROM, generate
 from tests.fuzz.harness import ACCEPTED, Outcome, Worker, variants
 
-CI_SEEDS = list(range(40))
+# The first 40 seeds of the original grammar and the first 20 of the wider one (generator.py).
+CI_SEEDS = list(range(40)) + list(range(WIDE_FROM, WIDE_FROM + 20))
 
 # Seeds that failed once, with why; strict xfail while open (the bug is in files outside the
 # fuzz suite's reach). Reproduce: `python benchmarks/bench_fuzz.py --only SEED`.
@@ -42,8 +43,35 @@ REGRESSIONS: dict[int, str] = {}
 # 2796: `tanh(x * x).long()`: ONNX Runtime's tanh gives 1.0 where torch and numpy give
 # 1 - 2**-24, and the cast truncates them to 1 and 0. The file is right: onnx.reference on it
 # matches eager. Outcome "runtime_rounding" (harness.py), shown in its own column.
+# The wider grammar's (issue 27 item 7; tests/test_fuzz_findings.py compares each with
+# torch.onnx):
+# 10298: max_pool3d in ceil mode where torch drops the last window of an axis (it would start
+# in the right padding): ONNX's spec drops it too, but onnx's shape inference does not, so
+# check_model(full_check=True) refused the file (ORT-invalid, both flavours; torch.onnx's
+# dynamo flavour too). MaxPool now says it in floor mode where that gives torch's shape.
+# 10122: unflatten(0, (2, -1)) of a batch of 2 derives a size 1; torch.export specialised it
+# and the suggested-fix retry made the batch static (`batch = 2`), where torch.onnx keeps it
+# dynamic. Before the suggested fixes, capture now retries with guards as run-time asserts
+# and sizes 0/1 treated like any other (prefer_deferred_runtime_asserts_over_guards,
+# backed_size_oblivious), as torch.onnx captures.
+# 10117: dims 0 and 1 dynamic; non-strict capture refused the spec, strict capture took it by
+# specialising dim 1 silently (static in the file, no warning). The deferred capture now runs
+# too and wins when it keeps more dims dynamic; a dim that ends static anyway is warned of by
+# input, axis and name (capture/dynamic_shapes.py).
+# 10144: as 10122, then squeeze(1) of the derived size 1: capture treating size 1 like any
+# other gave a program whose output shape differs from eager's at the example (silent
+# mismatch). Such a capture is now checked against the model run on fake tensors, and the
+# batch stays static (the suggested fix) with the warning naming it.
+# 10508, 10600: an example of size 1 on a dynamic dim (captured treating sizes 0 and 1 like any
+# other) that the model squeezes: the squeeze was a no-op in the file (silent mismatch, wrong
+# shape at the example itself). Such a capture is refused (capture/dynamo.py
+# _squeezes_a_size_one) and capture runs again with sizes 1 as sizes: static with the warning
+# naming the dim (named Dim), or a CaptureError naming the squeeze (Dim.DYNAMIC).
+# 10654: as 10298 with a dynamic spatial dim (ceil mode must stay): a Slice cuts the static
+# axis's dropped window, which onnx's shape inference keeps (ORT-invalid before).
 FIXED: list[int] = [2, 23, 357, 381, 250, 260, 339, 391, 1104,
-                    2040, 2202, 2578, 2605, 3073, 3823, 3947, 2791, 2940, 109, 320, 2158, 2796]
+                    2040, 2202, 2578, 2605, 3073, 3823, 3947, 2791, 2940, 109, 320, 2158, 2796,
+                    10298, 10122, 10117, 10144, 10508, 10600, 10654]
 
 TIMEOUT = 60.0
 
@@ -103,6 +131,35 @@ def test_generator_covers_the_grammar() -> None:
         assert op in ops, op
     assert {torch.float32, torch.float16, torch.int64, torch.bool} <= dtypes
     assert {0, 1} <= sizes
+
+
+def test_wide_grammar_covers_pooling_and_dynamic_cases() -> None:
+    """From WIDE_FROM on: every pooling op and the dynamic-shape cases are drawn; the older
+    seeds' cases are unchanged (their listing has no dynamic-variant line)."""
+    ops: set[str] = set()
+    pools: set[str] = set()
+    kwargs: set[str] = set()
+    styles: set[str] = set()
+    several = False
+    for seed in range(WIDE_FROM, WIDE_FROM + 300):
+        case = generate(seed)
+        ops.update(case.ops)
+        styles.add(case.dim_style)
+        several |= any(len(axes) > 1 for axes in case.dynamic)
+        for op, _, params in case.module.steps:
+            if op == "pool":
+                pools.add(params["fn"])
+                kwargs.update(k for k, v in params["kw"].items() if v not in (None, False))
+    for op in ("pool", "fold_pairs", "fold_flat", "fold_merge", "unflatten_batch",
+               "select_batch", "batch_branch", "specialize", "leaky_relu", "cumsum", "pad"):
+        assert op in ops, op
+    for n in (1, 2, 3):
+        for kind in ("max", "avg", "adaptive_avg", "adaptive_max"):
+            assert f"{kind}_pool{n}d" in pools, f"{kind}_pool{n}d"
+    assert {"ceil_mode", "dilation", "count_include_pad", "divisor_override",
+            "return_indices", "padding"} <= kwargs
+    assert styles == set(DIM_STYLES) and several
+    assert "dynamic variants" not in generate(WIDE_FROM - 1).source
 
 
 def test_timeout_is_a_hang() -> None:

@@ -51,6 +51,52 @@ def test_avg_pool2d_ceil_and_divisor(kwargs: dict[str, Any]) -> None:
     export_and_compare(m, (torch.randn(1, 2, 10, 9),))
 
 
+SPATIAL_DIMS = {2: torch.export.Dim("h", min=3, max=64), 3: torch.export.Dim("w", min=3, max=64)}
+
+
+def _dynamic_spatial(fn: Any, x: torch.Tensor, sizes: list[tuple[int, int]]) -> None:
+    """Export with dynamic height and width, run at each size, compare with eager."""
+    program = export_and_compare(Fn(fn), (x,), dynamic_shapes=((SPATIAL_DIMS,),))
+    for size in sizes:
+        x2 = torch.randn(*x.shape[:2], *size)
+        (actual,) = program(x2)
+        torch.testing.assert_close(actual, fn(x2))
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"ceil_mode": True, "padding": 1},
+    {"ceil_mode": True, "count_include_pad": False, "padding": 1},
+    {"ceil_mode": True, "kernel_size": 2, "stride": 2},
+    {"divisor_override": 5, "padding": 1},
+    {"divisor_override": 3, "ceil_mode": True},
+])
+def test_avg_pool2d_ceil_and_divisor_dynamic(kwargs: dict[str, Any]) -> None:
+    """Ceil mode's last window (kept, clipped, or dropped where it would start in the right
+    padding) and torch's divisor, from the sizes in the graph."""
+    kwargs = {"kernel_size": 3, "stride": 2, **kwargs}
+    _dynamic_spatial(lambda x: F.avg_pool2d(x, **kwargs), torch.randn(2, 3, 9, 10),
+                     [(6, 7), (13, 8), (16, 16), (5, 12)])
+
+
+@pytest.mark.parametrize("out", [(7, 7), (3, 5), (1, 4), 2])
+def test_adaptive_avg_pool2d_dynamic(out: Any) -> None:
+    """Uneven, overlapping windows over dynamic sizes, smaller and larger than the output."""
+    _dynamic_spatial(lambda x: F.adaptive_avg_pool2d(x, out), torch.randn(2, 3, 9, 10),
+                     [(6, 7), (13, 8), (16, 16), (3, 31)])
+
+
+def test_adaptive_avg_pool3d_dynamic() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return F.adaptive_avg_pool3d(x, (2, 3, 4))
+
+    t, w = torch.export.Dim("t", min=2, max=64), torch.export.Dim("w", min=2, max=64)
+    program = export_and_compare(Fn(fn), (torch.randn(2, 3, 9, 8, 7),),
+                                 dynamic_shapes=(({2: t, 4: w},),))
+    for size in (5, 13):
+        x2 = torch.randn(2, 3, size, 8, size + 2)
+        torch.testing.assert_close(program(x2)[0], fn(x2))
+
+
 def test_adaptive_avg_pool_global_and_uneven() -> None:
     program = export_and_compare(Fn(lambda x: F.adaptive_avg_pool2d(x, 1)), (torch.randn(2, 3, 7, 5),))
     assert count(program, "GlobalAveragePool") == 1

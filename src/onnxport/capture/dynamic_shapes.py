@@ -110,14 +110,18 @@ def warn_unused_dim_names(program: torch.export.ExportedProgram, inputs: Resolve
                           stacklevel: int = 2) -> None:
     """Warn, as torch.onnx does, for each axis name the ONNX graph will not use: the axis
     shares its symbol (torch.export proved it equal) with an axis named differently earlier
-    among the inputs, whose name the dimension takes. Generated names are not warned about."""
+    among the inputs, whose name the dimension takes. Generated names are not warned about.
+
+    Also warn, naming it, for each axis asked to be dynamic that the program has static (the
+    model specialised it and no capture strategy kept it dynamic)."""
     dim_names, leaf_names = inputs.dim_names, inputs.leaf_names
-    if not dim_names:
-        return
     user = torch.export.graph_signature.InputKind.USER_INPUT
     specs = {s.arg.name: s for s in program.graph_signature.input_specs if hasattr(s.arg, "name")}
     placeholders = [node for node in program.graph.nodes if node.op == "placeholder"
                     and (node.name not in specs or specs[node.name].kind is user)]
+    _warn_static_dims(placeholders, inputs, stacklevel + 1)
+    if not dim_names:
+        return
     kept: dict[str, tuple[str, str]] = {}
     for index, node in enumerate(placeholders):
         val = node.meta.get("val")
@@ -135,6 +139,26 @@ def warn_unused_dim_names(program: torch.export.ExportedProgram, inputs: Resolve
                               f"shares the same shape constraints with another axis: "
                               f"{first[0]!r} ({first[1]}); the ONNX dimension is named "
                               f"{first[0]!r}", UserWarning, stacklevel=stacklevel + 1)
+
+
+def _warn_static_dims(placeholders: list[Any], inputs: ResolvedInputs, stacklevel: int) -> None:
+    for index, axes in sorted(inputs.dynamic_axes.items()):
+        val = placeholders[index].meta.get("val") if index < len(placeholders) else None
+        if not isinstance(val, torch.Tensor):
+            continue
+        leaf = inputs.leaf_names[index] if index < len(inputs.leaf_names) else f"input {index}"
+        for axis in sorted(axes):
+            size = val.shape[axis] if axis < val.dim() else None
+            if isinstance(size, torch.SymInt) and size.node.expr.is_number:
+                size = int(size)  # a symbol strict capture specialised
+            if not isinstance(size, int):
+                continue
+            name = inputs.dim_names.get(index, {}).get(axis)
+            named = f" ({name!r})" if name and (index, axis) not in inputs.generated_names else ""
+            warnings.warn(f"input {leaf!r} axis {axis}{named} was asked to be dynamic, but the "
+                          f"model's code specialises it to {size} and no capture strategy kept it "
+                          f"dynamic: the ONNX input has that axis fixed to {size}",
+                          UserWarning, stacklevel=stacklevel + 1)
 
 
 # -- the inputs, as torch.export flattens them ------------------------------------------------

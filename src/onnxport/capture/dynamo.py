@@ -103,36 +103,77 @@ def capture(
         module = _as_module(model)
         program = None
         strategy = ""
-        # Every strategy with the user's spec first; only when all of them reject it, the
-        # spec torch.export's suggested fixes give (which may make a dim static).
-        specs = [(dynamic_shapes, "")]
-        while specs and program is None:
-            spec, label = specs.pop(0)
+        # Every strategy with the user's spec first. When all of them reject it for a guard
+        # on a dynamic dim, the same spec with the guards kept as run-time asserts and sizes
+        # 0 and 1 (an example's, or one the model derives, such as `unflatten(0, (2, -1))` of
+        # a batch of 2) treated like any other: the dims stay dynamic, as torch.onnx keeps
+        # them. Only then the spec torch.export's suggested fixes give (which may make a dim
+        # static). A later strategy may accept a spec the first rejected by specialising the
+        # dims in question (strict capture can): then the deferred capture is tried too, and
+        # the one that keeps more input dims dynamic wins.
+
+        def attempt(spec: Any, label: str, deferred: bool, oblivious: bool) -> tuple[Any, str]:
             for name in strategies:
                 t0 = time.perf_counter()
                 try:
-                    program = _export(module, args, kwargs, spec, strict=(name == "strict"),
-                                      size_oblivious=size_oblivious,
-                                      loop_rnns=dynamic_shapes is not None)
+                    found = _export(module, args, kwargs, spec, strict=(name == "strict"),
+                                    size_oblivious=oblivious,
+                                    loop_rnns=dynamic_shapes is not None, deferred=deferred)
                 except Exception as e:  # noqa: BLE001  (every failure is recorded and reported)
                     attempts.append(CaptureAttempt(name + label, e, time.perf_counter() - t0))
-                    logger.info("capture strategy %s failed: %s", name, e)
+                    logger.info("capture strategy %s failed: %s", name + label, e)
                     continue
+                squeeze = _squeezes_a_size_one(found) if oblivious else ""
+                if squeeze:
+                    # Sizes 1 treated like any other changed what the model computes (it
+                    # squeezes a dim of size 1): only a static dim can say what eager does.
+                    attempts.append(CaptureAttempt(name + label, CaptureError(
+                        f"a dim dynamic_shapes asks to be dynamic has size 1 and the model "
+                        f"squeezes it ({squeeze}): captured treating size 1 like any other, the "
+                        f"squeeze would keep it"), time.perf_counter() - t0))
+                    return None, ""
                 attempts.append(CaptureAttempt(name + label, None, time.perf_counter() - t0))
-                strategy = name
-                if label:
-                    refined = spec
-                    why = explain_constraint_violation(attempts[0].error, dynamic_shapes)
-                break
-            if program is None and not label:
-                fixed = _refine(attempts[0].error, dynamic_shapes)
-                if fixed is not None:
-                    specs.append((fixed, " (refined spec)"))
+                return found, name
+            return None, ""
+
+        def run(oblivious: bool, fallback: bool) -> tuple[Any, str, bool]:
+            """(program, strategy, whether it was captured size-oblivious)."""
+            first = len(attempts)
+            found, name = attempt(dynamic_shapes, "", False, oblivious)
+            error = attempts[first].error
+            if error is None or not explain_constraint_violation(error, dynamic_shapes):
+                return found, name, oblivious
+            if found is not None and len(attempts) > first + 1:
+                kept, kept_name = attempt(dynamic_shapes, _DEFERRED, True, not fallback)
+                if kept is not None and _dynamic_dims(kept) > _dynamic_dims(found):
+                    return kept, kept_name, not fallback
+                return found, name, oblivious
+            found, name = attempt(dynamic_shapes, _DEFERRED, True, not fallback)
+            return found, name, not fallback
+
+        program, strategy, size_oblivious = run(size_oblivious, False)
+        if program is None and any(isinstance(a.error, CaptureError) for a in attempts):
+            # A size-oblivious capture squeezed wrongly: capture with sizes 0 and 1 as sizes.
+            program, strategy, size_oblivious = run(False, True)
+        rejected = next((a.error for a in attempts if a.error is not None
+                         and not isinstance(a.error, CaptureError)), None)
+        if program is None:
+            fixed = _refine(rejected, dynamic_shapes)
+            if fixed is not None:
+                program, strategy = attempt(fixed, " (refined spec)", False, False)
+                if program is not None:
+                    refined = fixed
+                    why = explain_constraint_violation(rejected, dynamic_shapes)
         if program is None:
             lines = "\n".join(
                 f"  {a.strategy}: {type(a.error).__name__}: {_first_line(a.error)}" for a in attempts
             )
-            explained = explain_constraint_violation(attempts[0].error, dynamic_shapes)
+            explained = explain_constraint_violation(rejected, dynamic_shapes)
+            squeezed = [a.error for a in attempts if isinstance(a.error, CaptureError)]
+            if squeezed and not explained:
+                explained = (f"{squeezed[0]}; captured with sizes 1 as sizes, torch.export "
+                             f"cannot keep that dim dynamic: give an example of size 2 or more, "
+                             f"or make the dim static")
             if explained:
                 raise CaptureError(
                     f"{explained}\ntorch.export tried {len(attempts)} strategies:\n{lines}",
@@ -163,17 +204,58 @@ def capture(
     return captured
 
 
+_DEFERRED = " (guards as run-time asserts)"
+
+
+def _squeezes_a_size_one(program: torch.export.ExportedProgram) -> str:
+    """The squeeze in `program` that keeps a dim whose example size is 1 (captured treating
+    sizes 0 and 1 like any other, it is a no-op that eager's is not), or ""."""
+    squeezes = (torch.ops.aten.squeeze.dim, torch.ops.aten.squeeze.dims,
+                torch.ops.aten.squeeze.default)
+    for node in program.graph.nodes:
+        if node.op != "call_function" or node.target not in squeezes:
+            continue
+        val, out = node.args[0].meta.get("val"), node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or not isinstance(out, torch.Tensor) or not val.dim():
+            continue
+        dims = node.args[1] if len(node.args) > 1 else range(val.dim())
+        dims = [dims] if isinstance(dims, int) else dims
+        ones = sum(1 for d in dims if (val.shape[d].node.hint if isinstance(val.shape[d], torch.SymInt)
+                                       else val.shape[d]) == 1)
+        if ones > val.dim() - out.dim():
+            trace = (node.meta.get("stack_trace") or "").strip().splitlines()
+            where = next((t.strip() for t in reversed(trace) if t.strip().startswith("File")), "")
+            return f"{node.target} {node.name}" + (f", {where}" if where else "")
+    return ""
+
+
+def _dynamic_dims(program: torch.export.ExportedProgram) -> int:
+    """How many dims of the user inputs are symbolic in `program`."""
+    user = torch.export.graph_signature.InputKind.USER_INPUT
+    names = {s.arg.name for s in program.graph_signature.input_specs
+             if s.kind is user and hasattr(s.arg, "name")}
+    count = 0
+    for node in program.graph.nodes:
+        val = node.meta.get("val") if node.op == "placeholder" and node.name in names else None
+        if isinstance(val, torch.Tensor):
+            count += sum(1 for d in val.shape
+                         if isinstance(d, torch.SymInt) and not d.node.expr.is_number)
+    return count
+
+
 def _export(module: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any] | None,
-            dynamic_shapes: Any, *, strict: bool, size_oblivious: bool, loop_rnns: bool
-            ) -> torch.export.ExportedProgram:
-    """One torch.export.export call under onnxport's capture kernels."""
+            dynamic_shapes: Any, *, strict: bool, size_oblivious: bool, loop_rnns: bool,
+            deferred: bool = False) -> torch.export.ExportedProgram:
+    """One torch.export.export call under onnxport's capture kernels; `deferred` keeps the
+    guards on dynamic dims as run-time asserts instead of rejecting the spec."""
     # Static shapes need no loop-shaped RNN kernels (the stock ones are cheaper).
     rnns = loop_shaped_rnns() if loop_rnns else contextlib.nullcontext()
     oblivious = torch.fx.experimental._config.patch(backed_size_oblivious=True) \
         if size_oblivious else contextlib.nullcontext()
     with capture_kernels(), library_patches(), rnns, oblivious:
         return torch.export.export(module, tuple(args), kwargs=kwargs or None,
-                                   dynamic_shapes=dynamic_shapes, strict=strict)
+                                   dynamic_shapes=dynamic_shapes, strict=strict,
+                                   prefer_deferred_runtime_asserts_over_guards=deferred)
 
 
 def _refine(error: BaseException | None, dynamic_shapes: Any) -> Any:

@@ -48,13 +48,64 @@ def _max_pool(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[in
     assert dtype is not None
     x, unbatched = _add_batch(g, self, n)
     x = cast(g, x, _compute_dtype(self, "MaxPool"))
-    attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads * 2,
-             "dilations": dilations, "ceil_mode": int(bool(ceil_mode))}
+    ceil, onnx_pads = _ceil_mode_pads(self, kernel, strides, pads, dilations, ceil_mode, n)
+    attrs = {"kernel_shape": kernel, "strides": strides, "pads": onnx_pads,
+             "dilations": dilations, "ceil_mode": int(ceil)}
+    cut = _dropped_windows(g, self, kernel, strides, pads, dilations, ceil, n)
     if not with_indices:
-        return cast(g, _drop_batch(g, g.op("MaxPool", x, **attrs), unbatched), dtype)
+        return cast(g, _drop_batch(g, cut(g.op("MaxPool", x, **attrs)), unbatched), dtype)
     y, idx = g.op("MaxPool", x, outputs=2, **attrs)
-    idx = _plane_indices(g, self, idx, n)
-    return cast(g, _drop_batch(g, y, unbatched), dtype), _drop_batch(g, idx, unbatched)
+    idx = _plane_indices(g, self, cut(idx), n)
+    return cast(g, _drop_batch(g, cut(y), unbatched), dtype), _drop_batch(g, idx, unbatched)
+
+
+def _dropped_windows(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[int],
+                     pads: list[int], dilations: list[int], ceil_mode: bool, n: int) -> Any:
+    """A ceil-mode MaxPool with some dynamic spatial sizes (it cannot go to floor mode): a
+    Slice to torch's size on each static axis whose last window torch drops, which onnx's
+    shape inference keeps (ONNX Runtime drops it; the Slice then cuts nothing)."""
+    r = rank(self)
+    shape = self.shape
+    cuts: dict[int, int] = {}
+    if ceil_mode and shape is not None:
+        for i, (k, s, p, d) in enumerate(zip(kernel, strides, pads, dilations)):
+            v = shape[r - n + i]
+            if isinstance(v, int):
+                out = _pool_out_size(v, k, s, p, True, d)
+                if -(-(v + 2 * p - d * (k - 1) - 1) // s) + 1 != out:
+                    cuts[i] = out
+    if not cuts:
+        return lambda y: y
+    i64 = ir.DataType.INT64
+
+    def cut(y: Tensor) -> Tensor:
+        return g.op("Slice", y, g.const([0] * len(cuts), i64), g.const(list(cuts.values()), i64),
+                    g.const([i - n for i in cuts], i64))
+
+    return cut
+
+
+def _ceil_mode_pads(self: Tensor, kernel: list[int], strides: list[int], pads: list[int],
+                    dilations: list[int], ceil_mode: bool, n: int) -> tuple[bool, list[int]]:
+    """MaxPool's (ceil_mode, pads) giving torch's output shape, floor mode where it can.
+
+    Where torch drops the last window (it would start in the right padding), ONNX's spec
+    drops it too but onnx's shape inference does not, so the checker refuses a ceil-mode node
+    whose declared shape is torch's. With static sizes, floor mode says the same: an axis
+    whose last window ceil mode adds gets that window's overhang as end padding (max ignores
+    padding), as long as ONNX Runtime's rule pad < kernel allows it; else ceil mode stays.
+    """
+    sizes = _static_sizes(self, n)
+    if not ceil_mode or sizes is None:
+        return bool(ceil_mode), pads * 2
+    ends = []
+    for v, k, s, p, d in zip(sizes, kernel, strides, pads, dilations):
+        out = _pool_out_size(v, k, s, p, True, d)
+        overhang = max(0, (out - 1) * s + d * (k - 1) + 1 - (v + 2 * p))
+        if p + overhang >= k:
+            return True, pads * 2
+        ends.append(p + overhang)
+    return False, [*pads, *ends]
 
 
 def _make_max_pool(n: int, with_indices: bool) -> Any:
@@ -76,9 +127,9 @@ _per_dimensionality((aten.max_pool1d_with_indices.default, aten.max_pool2d_with_
                      aten.max_pool3d_with_indices.default), lambda n: _make_max_pool(n, True))
 
 
-def _pool_out_size(size: int, k: int, s: int, p: int, ceil_mode: bool) -> int:
+def _pool_out_size(size: int, k: int, s: int, p: int, ceil_mode: bool, d: int = 1) -> int:
     """torch's pooling output size: in ceil mode the last window must start inside input+left pad."""
-    span = size + 2 * p - k
+    span = size + 2 * p - d * (k - 1) - 1
     out = (-(-span // s) if ceil_mode else span // s) + 1
     if ceil_mode and (out - 1) * s >= size + p:
         out -= 1
@@ -123,7 +174,9 @@ def _avg_pool(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[in
     # the ceil-mode overhang padded too) divided by torch's own divisor.
     sizes = [self.shape[rank(self) - n + i] for i in range(n)] if self.shape is not None else []
     if len(sizes) != n or not all(isinstance(v, int) for v in sizes):
-        raise TranslationError("avg_pool with ceil_mode or divisor_override on dynamic spatial sizes")
+        y = _dynamic_avg_pool(g, x, kernel, strides, pads, ceil_mode, count_include_pad,
+                              divisor_override, n, compute)
+        return cast(g, _drop_batch(g, y, unbatched), dtype)
     outs = [_pool_out_size(v, k, s, p, ceil_mode) for v, k, s, p in zip(sizes, kernel, strides, pads)]
     extra = [max(0, (o - 1) * s + k - (v + 2 * p)) for o, v, k, s, p in zip(outs, sizes, kernel, strides, pads)]
     if divisor_override is not None:
@@ -145,6 +198,59 @@ def _avg_pool(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[in
     total = g.op("Mul", mean, g.const(float(math.prod(kernel)), compute))
     divisor = g.const(np.asarray(divisors, dtype=np.float64), compute)
     return cast(g, _drop_batch(g, g.op("Div", total, divisor), unbatched), dtype)
+
+
+def _axis_windows(g: GraphBuilder, size: Tensor, k: int, s: int, p: int,
+                  ceil_mode: bool) -> tuple[Tensor, Tensor]:
+    """torch's pooling output size along an axis of dynamic `size` (an int64 scalar), and the
+    start of each window in input coordinates (a 1-D int64 vector)."""
+    i64 = ir.DataType.INT64
+    span = g.op("Add", size, g.const(2 * p - k + (s - 1 if ceil_mode else 0), i64))
+    out = g.op("Add", g.op("Div", span, g.const(s, i64)), g.const(1, i64))
+    if ceil_mode:
+        # The last window must start inside the input or its left padding.
+        last = g.op("Mul", g.op("Sub", out, g.const(1, i64)), g.const(s, i64))
+        drop = g.op("GreaterOrEqual", last, g.op("Add", size, g.const(p, i64)))
+        out = g.op("Sub", out, g.op("Cast", drop, to=i64))
+    starts = g.op("Sub", g.op("Mul", g.op("Range", g.const(0, i64), out, g.const(1, i64)),
+                              g.const(s, i64)), g.const(p, i64))
+    return out, starts
+
+
+def _dynamic_avg_pool(g: GraphBuilder, x: Tensor, kernel: list[int], strides: list[int],
+                      pads: list[int], ceil_mode: bool, count_include_pad: bool,
+                      divisor_override: int | None, n: int, compute: ir.DataType) -> Tensor:
+    """avg_pool of (N, C, *spatial) x with dynamic spatial sizes, in ceil mode or with a
+    divisor override: window sums over the zero-padded input (ceil mode's overhang, at most
+    stride - 1, padded too), cut to torch's output size, divided by torch's divisor per
+    window (the window clipped to the padded input, or to the input without
+    count_include_pad), built per axis from the dynamic size and multiplied out."""
+    i64 = ir.DataType.INT64
+    extra = [s - 1 if ceil_mode else 0 for s in strides]
+    zero_pads = [0, 0, *pads, 0, 0, *[p + e for p, e in zip(pads, extra)]]
+    padded = g.op("Pad", x, g.const(zero_pads, i64), g.const(0, compute))
+    mean = g.op("AveragePool", padded, kernel_shape=kernel, strides=strides)
+    total = g.op("Mul", mean, g.const(float(math.prod(kernel)), compute))
+    outs, divisor = [], None
+    for i, (k, s, p) in enumerate(zip(kernel, strides, pads)):
+        d = _dim(g, x, 2 + i)
+        size = g.const(d, i64) if isinstance(d, int) else d
+        out, starts = _axis_windows(g, size, k, s, p, ceil_mode)
+        outs.append(g.op("Reshape", out, g.const([1], i64)))
+        if divisor_override is not None:
+            continue
+        ends = g.op("Min", g.op("Add", starts, g.const(k, i64)),
+                    g.op("Add", size, g.const(p, i64)))
+        if not count_include_pad:
+            starts, ends = g.op("Max", starts, g.const(0, i64)), g.op("Min", ends, size)
+        count = cast(g, g.op("Sub", ends, starts), compute)
+        count = g.op("Reshape", count, g.const([-1] + [1] * (n - 1 - i), i64))
+        divisor = count if divisor is None else g.op("Mul", divisor, count)
+    total = g.op("Slice", total, g.const([0] * n, i64), g.op("Concat", *outs, axis=0),
+                 g.const(list(range(2, 2 + n)), i64))
+    if divisor is None:
+        divisor = g.const(float(divisor_override), compute)  # type: ignore[arg-type]
+    return g.op("Div", total, divisor)
 
 
 def _make_avg_pool(n: int) -> Any:
@@ -197,7 +303,7 @@ def _adaptive_avg_pool(g: GraphBuilder, self: Tensor, output_size: Any, n: int) 
     if is_global:
         y = g.op("GlobalAveragePool", x)
     elif windows is None:
-        raise TranslationError("adaptive_avg_pool with dynamic sizes and an output size other than 1")
+        y = _dynamic_adaptive_avg_pool(g, x, outs * n if len(outs) == 1 else outs, n, compute)
     else:
         sizes, outs_i = windows
         if all(v % o == 0 for v, o in zip(sizes, outs_i)):
@@ -215,6 +321,37 @@ def _adaptive_avg_pool(g: GraphBuilder, self: Tensor, output_size: Any, n: int) 
                 matrices.append(None if v == o else matrix)
             y = _separable(g, x, sizes, matrices, compute)
     return cast(g, _drop_batch(g, y, unbatched), dtype)
+
+
+def _dynamic_adaptive_avg_pool(g: GraphBuilder, x: Tensor, outs: list[Any], n: int,
+                               compute: ir.DataType) -> Tensor:
+    """adaptive_avg_pool of (N, C, *spatial) x whose input (or output) sizes are dynamic: per
+    axis, a product with the matrix M[v, o] = 1 / (end_o - start_o) where torch's window
+    [floor(o * in / out), ceil((o + 1) * in / out)) holds v, built from the sizes in the graph."""
+    i64 = ir.DataType.INT64
+    letters = "defgh"[:n]
+    y = x
+    for axis, o in enumerate(outs):
+        d = _dim(g, x, 2 + axis)
+        size = g.const(d, i64) if isinstance(d, int) else d
+        out = g.const(int(o), i64) if isinstance(o, int) else \
+            g.op("Reshape", cast(g, o, i64), g.const([], i64))
+        rows = g.op("Range", g.const(0, i64), out, g.const(1, i64))
+        starts = g.op("Div", g.op("Mul", rows, size), out)
+        ends = g.op("Div", g.op("Sub", g.op("Add", g.op("Mul", g.op("Add", rows, g.const(1, i64)),
+                                                               size), out), g.const(1, i64)), out)
+        v = g.op("Unsqueeze", g.op("Range", g.const(0, i64), size, g.const(1, i64)),
+                 g.const([1], i64))
+        inside = g.op("And", g.op("GreaterOrEqual", v, starts), g.op("Less", v, ends))
+        weight = g.op("Reciprocal", cast(g, g.op("Sub", ends, starts), compute))
+        matrix = g.op("Where", inside, weight, g.const(0.0, compute))
+        if axis == n - 1:
+            y = g.op("MatMul", y, matrix)
+        else:
+            before, after = letters[:axis], letters[axis + 1:]
+            y = g.op("Einsum", matrix, y,
+                     equation=f"vo,nc{before}v{after}->nc{before}o{after}")
+    return y
 
 
 def _make_adaptive_avg_pool(n: int) -> Any:

@@ -63,7 +63,7 @@ def _sym_compare(op_type: str):  # type: ignore[no-untyped-def]
 
 
 for _target, _op in {operator.add: "Add", operator.sub: "Sub", operator.mul: "Mul",
-                     torch.sym_max: "Max", torch.sym_min: "Min"}.items():
+                     operator.pow: "Pow", torch.sym_max: "Max", torch.sym_min: "Min"}.items():
     register(_target)(_sym_binary(_op))
 
 for _target, _op in {operator.eq: "Equal", operator.lt: "Less", operator.gt: "Greater",
@@ -85,12 +85,6 @@ def sym_floordiv(g: GraphBuilder, a: Any, b: Any) -> Any:
     if dtype.is_floating_point():
         return g.op("Floor", g.op("Div", a, b))
     return _floor_div_int(g, a, b)
-
-
-@register(math.trunc)
-def sym_trunc(g: GraphBuilder, a: Any) -> Any:
-    """math.trunc on a symbolic float (`int(x)`): toward zero, as ONNX's float-to-int Cast."""
-    return cast(g, cast(g, a, ir.DataType.FLOAT), ir.DataType.INT64)
 
 
 def _floor_div_int(g: GraphBuilder, a: Tensor, b: Tensor) -> Tensor:
@@ -147,6 +141,12 @@ def sym_floor(g: GraphBuilder, a: Any) -> Any:
     return cast(g, g.op("Floor", cast(g, a, ir.DataType.FLOAT)), ir.DataType.INT64)
 
 
+@register(math.trunc)
+def sym_trunc(g: GraphBuilder, a: Any) -> Any:
+    """math.trunc on a symbolic float (`int(x)`): toward zero, as ONNX's float-to-int Cast."""
+    return cast(g, cast(g, a, ir.DataType.FLOAT), ir.DataType.INT64)
+
+
 @register(torch.sym_ite)
 def sym_ite(g: GraphBuilder, b: Any, t: Any, f: Any) -> Any:
     """torch.sym_ite(b, t, f): t if b else f, on symbolic values."""
@@ -159,3 +159,18 @@ def prims_convert_element_type(g: GraphBuilder, a: Tensor, dtype: torch.dtype) -
     """convert_element_type(Tensor a, ScalarType dtype) -> Tensor"""
     # A plain dtype conversion; the output dtype is `dtype` (also FX's metadata).
     return convert_dtype(g, a, g.out_dtype())
+
+
+def _sym_logical(op_type: str):  # type: ignore[no-untyped-def]
+    def translate(g: GraphBuilder, a: Any, b: Any) -> Any:
+        dtype = g.out_dtype()
+        if dtype == ir.DataType.BOOL:
+            return g.op(op_type, cast(g, a, dtype), cast(g, b, dtype))
+        return g.op(f"Bitwise{op_type}", cast(g, a, dtype), cast(g, b, dtype))
+
+    return translate
+
+
+# SymBool `or`/`and` (a run-time assert's condition), bitwise on SymInts.
+for _target, _op in {operator.or_: "Or", operator.and_: "And"}.items():
+    register(_target)(_sym_logical(_op))
