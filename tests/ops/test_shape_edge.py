@@ -108,6 +108,43 @@ def test_diagonal_offsets() -> None:
 
 
 # -- gather / scatter -----------------------------------------------------------------------------
+SLICE_SCATTER_BOUNDS = {
+    # name: (start, end, step) from the sliced dim's size n and a second dynamic size k <= 4
+    "inner": (lambda n, k: k, lambda n, k: n - k, 1),
+    "negative_start": (lambda n, k: -k, lambda n, k: None, 1),
+    "negative_end": (lambda n, k: 1, lambda n, k: -k, 1),
+    "clamped": (lambda n, k: -(n + k), lambda n, k: n + k, 1),
+    "step": (lambda n, k: k, lambda n, k: n, 2),
+    "step_negative": (lambda n, k: -(k + 5), lambda n, k: -1, 3),
+}
+
+
+@pytest.mark.parametrize("name", list(SLICE_SCATTER_BOUNDS))
+@pytest.mark.parametrize("static_dim", [False, True], ids=["symbolic_dim", "static_dim"])
+def test_slice_scatter_symbolic_bounds(name: str, static_dim: bool) -> None:
+    """slice_scatter whose start/end are SymInts (sizes of dynamic inputs), exported once and
+    run at other sizes; the sliced dim itself is symbolic or static."""
+    start_of, end_of, step = SLICE_SCATTER_BOUNDS[name]
+
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        n, k = x.shape[1], y.shape[0]
+        start, end = start_of(n, k), end_of(n, k)
+        src = x[:, start:end:step] * 2.0 + 1.0
+        return torch.slice_scatter(x, src, 1, start, end, step)
+
+    x = torch.randn(3, 11, 2)
+    y = torch.zeros(3)
+    n, k = torch.export.Dim("n", min=10, max=64), torch.export.Dim("k", min=1, max=4)
+    program = export_and_compare(Fn(fn), (x, y),
+                                 dynamic_shapes=((None if static_dim else {1: n}, {0: k}),))
+    for size, count in ((11, 1), (11, 4), (16, 2), (23, 4)):
+        x2 = torch.randn(3, 11 if static_dim else size, 2)
+        y2 = torch.zeros(count)
+        (actual,) = program(x2, y2)
+        torch.testing.assert_close(actual, fn(x2, y2))
+        assert not torch.equal(actual, x2)
+
+
 def test_scatter_value_and_reduce() -> None:
     idx = torch.tensor([[0, 1, 2], [2, 0, 1]])
     src = torch.arange(15, dtype=torch.float32).reshape(3, 5)

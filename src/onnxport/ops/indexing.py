@@ -14,6 +14,7 @@ import onnx_ir as ir
 
 from onnxport.ops._helpers import cast, int_list, normalize_dim, rank
 from onnxport.ops.shape import (
+    INT64_MAX,
     dim_size,
     out_shape,
     shape_of,
@@ -302,12 +303,22 @@ def aten_slice_scatter(g: GraphBuilder, self: Tensor, src: Tensor, dim: int = 0,
     """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""  # noqa: E501
     axis = normalize_dim(dim, rank(self))
     n = dim_size(g, self, axis)
-    if not all(isinstance(v, int) or v is None for v in (n, start, end, step)):
-        raise ValueError("slice_scatter with symbolic bounds")
-    positions = np.arange(n)[slice(start, end, step)]  # type: ignore[arg-type]
-    if positions.size == 0:
-        return self
-    return _scatter_positions(g, self, src, axis, positions)
+    if all(isinstance(v, int) or v is None for v in (n, start, end, step)):
+        positions = np.arange(n)[slice(start, end, step)]  # type: ignore[arg-type]
+        if positions.size == 0:
+            return self
+        return _scatter_positions(g, self, src, axis, positions)
+    # Symbolic bounds: the positions are Slice(Range(0, n)), which counts negative bounds
+    # from the end and clamps out-of-range ones as Python slicing (and so torch) does.
+    arange = g.const(np.arange(n, dtype=np.int64), _I64) if isinstance(n, int) else \
+        g.op("Range", g.const(0, _I64), n, g.const(1, _I64))
+    positions = g.op("Slice", arange, int_list(g, [0 if start is None else start]),
+                     int_list(g, [INT64_MAX if end is None else end]),
+                     g.const([0], _I64), int_list(g, [step]))
+    shape = [1] * rank(self)
+    shape[axis] = -1
+    index = g.op("Expand", g.op("Reshape", positions, g.const(shape, _I64)), shape_of(g, src))
+    return g.op("ScatterElements", self, index, cast(g, src, self.dtype), axis=axis)  # type: ignore[arg-type]
 
 
 @register(aten.diagonal_scatter.default)

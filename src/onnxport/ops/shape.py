@@ -438,7 +438,11 @@ def aten_chunk(g: GraphBuilder, self: Tensor, chunks: int, dim: int = 0) -> tupl
     axis = normalize_dim(dim, rank(self))
     n = dim_size(g, self, axis)
     if not isinstance(n, int):
-        raise ValueError("chunk along a symbolic dim: the number of outputs is not fixed")
+        # torch.export fixed the number of pieces (the node's outputs); their size is
+        # ceil(n / chunks), the last takes what is left: split's symbolic form.
+        i64 = ir.DataType.INT64
+        size = g.op("Div", g.op("Add", n, g.const(chunks - 1, i64)), g.const(chunks, i64))
+        return aten_split(g, self, size, dim)
     step = -(-n // chunks)
     if step == 0:
         return (self,)
