@@ -32,7 +32,6 @@ import collections
 import datetime
 import json
 import logging
-import multiprocessing
 import os
 import sys
 import time
@@ -42,6 +41,8 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from tests.processes import WorkerProcess  # noqa: E402
 
 EXPORTERS = ("onnxport", "torch.onnx")
 SOURCES = ("timm", "torchvision", "segmentation", "video", "flow", "diffusers")
@@ -177,18 +178,15 @@ def _worker_main(conn: Any) -> None:
     from tests.vision.packages import import_vision
 
     if import_vision() is None:
-        conn.send(None)
-        return
+        raise SystemExit("the worker could not import torchvision (tests/vision/packages.py)")
     from tests.vision.models import by_name
 
     cases = by_name()
-    conn.send("ready")
     while True:
         try:
-            request = conn.recv()
+            exporter, name = conn.recv()
         except EOFError:
             return
-        exporter, name = request
         conn.send(run_case(exporter, cases[name]))
 
 
@@ -197,43 +195,23 @@ class Worker:
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self._ctx = multiprocessing.get_context("spawn")
-        self._proc: Any = None
-        self._conn: Any = None
-
-    def _start(self) -> None:
-        parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=_worker_main, args=(child,), daemon=True)
-        self._proc.start()
-        self._conn = parent
-        if not parent.poll(600) or parent.recv() != "ready":
-            raise SystemExit("the worker could not import torchvision (tests/vision/packages.py)")
+        # The first case also waits for the worker's imports (torchvision, timm, diffusers).
+        self._process = WorkerProcess(_worker_main, timeout, startup=600)
 
     def run(self, exporter: str, case: Any) -> dict[str, Any]:
-        if self._proc is None or not self._proc.is_alive():
-            self._start()
         start = time.perf_counter()
-        self._conn.send((exporter, case.name))
-        if self._conn.poll(self.timeout):
-            try:
-                return self._conn.recv()
-            except EOFError:
-                why = "the worker process died"
-        else:
-            why = f"no result within {self.timeout:.0f}s"
-        self.close()
+        status, result = self._process.request((exporter, case.name))
+        if status == "ok":
+            return result
+        why = ("the worker process died" if status == "died"
+               else f"no result within {self.timeout:.0f}s")
         failed = {"ok": False, "stage": "hang", "error": why}
         return {"case": case.name, "source": case.source, "exporter": exporter,
                 "static": failed, "dynamic": failed, "spatial": case.size2 is not None,
                 "seconds": time.perf_counter() - start}
 
     def close(self) -> None:
-        if self._proc is not None:
-            if self._proc.is_alive():
-                self._proc.kill()
-            self._proc.join(10)
-        self._proc = None
-        self._conn = None
+        self._process.close()
 
 
 # -- the report -----------------------------------------------------------------------------------

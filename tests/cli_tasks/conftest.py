@@ -11,8 +11,6 @@ folder, or ONNXPORT_SKIP_CLIENTS=1 to skip those tests.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -28,6 +26,7 @@ import numpy as np
 import pytest
 
 from tests.cli_tasks.checkpoints import save_checkpoint
+from tests.processes import file_lock
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "onnxport.cli"]
@@ -72,16 +71,6 @@ def exported(checkpoints: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     return get
 
 
-@contextlib.contextmanager
-def _lock(path: Path) -> Any:
-    with open(path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 @pytest.fixture(scope="session")
 def client_python() -> Path:
     """The client venv's python, building the venv if missing (once, under a file lock)."""
@@ -93,7 +82,7 @@ def client_python() -> Path:
     python = venv / "bin" / "python"
     stamp = venv / ".onnxport-clients-ready"
     ready = json.dumps([CLIENT_REQUIREMENTS, parent])
-    with _lock(Path(tempfile.gettempdir()) / f"onnxport-venv-clients-{key}.lock"):
+    with file_lock(Path(tempfile.gettempdir()) / f"onnxport-venv-clients-{key}.lock"):
         if not stamp.is_file() or stamp.read_text() != ready:
             start = time.perf_counter()
             subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import multiprocessing
 import os
 import re
 import shutil
@@ -41,6 +40,8 @@ import traceback
 import warnings
 from dataclasses import dataclass
 from typing import Any
+
+from tests.processes import WorkerProcess
 
 OUTCOMES = ("match", "typed", "runtime_rounding", "mismatch", "ort_invalid", "untyped", "hang",
             "clobbered")
@@ -384,47 +385,22 @@ class Worker:
 
     def __init__(self, timeout: float = 60.0, startup: float = 120.0) -> None:
         self.timeout = timeout
-        self.startup = startup
-        self._ctx = multiprocessing.get_context("spawn")
-        self._proc: Any = None
-        self._conn: Any = None
-        self._fresh = True
-
-    def _start(self) -> None:
-        parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=_worker_main, args=(child,), daemon=True)
-        self._proc.start()
-        self._conn = parent
-        self._fresh = True
+        # The first request also waits for the worker to start (imports, the good model).
+        self._process = WorkerProcess(_worker_main, timeout, startup)
 
     def run(self, seed: int, variant: tuple[str, str, str]) -> Outcome:
-        if self._proc is None or not self._proc.is_alive():
-            self._start()
         start = time.perf_counter()
-        self._conn.send((seed, variant))
-        # The first request also waits for the worker to start (imports, the good model).
-        limit = self.timeout + (self.startup if self._fresh else 0)
-        if self._conn.poll(limit):
-            try:
-                result = self._conn.recv()
-                self._fresh = False
-                return result
-            except EOFError:
-                pass
-            self.close()
+        status, result = self._process.request((seed, variant))
+        if status == "ok":
+            return result
+        if status == "died":
             return Outcome(seed, *variant, "untyped", "the worker process died",
                            time.perf_counter() - start)
-        self.close()
         return Outcome(seed, *variant, "hang", f"no result within {self.timeout:.0f}s",
                        time.perf_counter() - start)
 
     def close(self) -> None:
-        if self._proc is not None:
-            if self._proc.is_alive():
-                self._proc.kill()
-            self._proc.join(10)
-        self._proc = None
-        self._conn = None
+        self._process.close()
 
 
 def variants(exporters: tuple[str, ...] = ("onnxport",)) -> list[tuple[str, str, str]]:

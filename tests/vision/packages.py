@@ -17,8 +17,6 @@ tests that need it, saying why.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -31,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from tests.processes import file_lock
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,16 +45,6 @@ def torchvision_version() -> str | None:
     return TORCHVISION.get(".".join(torch.__version__.split(".")[:2]))
 
 
-@contextlib.contextmanager
-def _lock(path: Path) -> Any:
-    with open(path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def vision_packages() -> Path | None:
     """The folder holding torchvision, timm and diffusers for this environment (built if
     missing), or None when no torchvision release matches the installed torch."""
@@ -66,7 +56,7 @@ def vision_packages() -> Path | None:
     folder = Path(os.environ.get("ONNXPORT_VISION_PACKAGES", REPO / ".vision-packages" / key))
     stamp = folder / ".onnxport-vision-ready"
     ready = json.dumps(requirements)
-    with _lock(Path(tempfile.gettempdir()) / f"onnxport-vision-packages-{key}.lock"):
+    with file_lock(Path(tempfile.gettempdir()) / f"onnxport-vision-packages-{key}.lock"):
         if not stamp.is_file() or stamp.read_text() != ready:
             start = time.perf_counter()
             subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--upgrade",
