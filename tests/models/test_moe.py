@@ -131,6 +131,69 @@ def test_family_kv_cache_generation(family: str) -> None:
     assert actual.tolist() == expected.tolist()
 
 
+# -- the ONNX Runtime target: com.microsoft.MoE ------------------------------------------------
+
+def _op_count(program: Any, op_type: str) -> int:
+    return sum(1 for n in program.model.graph if n.op_type == op_type)
+
+
+# mixtral and granitemoe renormalize the top-2 weights; qwen3_moe, olmoe and qwen2_moe take
+# them from the softmax as they are (their configs' norm_topk_prob=False:
+# normalize_routing_weights=0); qwen2_moe adds a shared expert outside the fused layer.
+@pytest.mark.parametrize("family", ["mixtral", "qwen3_moe", "olmoe", "qwen2_moe", "granitemoe"])
+def test_ort_target_fuses_each_layer_into_one_moe_node(family: str) -> None:
+    model = moe.build(family)
+    program = onnxport.export(model, (), kwargs=moe.inputs(2, 8), dynamic_shapes=moe.DYNAMIC,
+                              dynamo=True, target="onnxruntime")
+    assert program is not None
+    layers = model.config.num_hidden_layers
+    assert _op_count(program, "MoE") == layers
+    assert _op_count(program, "Loop") == 0
+    expected_normalize = int(getattr(model.config, "norm_topk_prob", True))
+    for node in program.model.graph:
+        if node.op_type == "MoE":
+            assert node.domain == "com.microsoft"
+            assert node.attributes["k"].value == 2
+            assert node.attributes["activation_type"].value == "swiglu"
+            assert node.attributes["normalize_routing_weights"].value == expected_normalize
+    for batch, sequence in [(2, 8), (3, 5), (1, 1)]:
+        inputs = moe.inputs(batch, sequence)
+        with torch.no_grad():
+            expected = model(**inputs).logits
+        torch.testing.assert_close(_ort(program, **inputs), expected, rtol=RTOL, atol=ATOL)
+
+
+# Semantics ORT's MoE does not have: PhiMoE's sparse mixer, gpt-oss's expert biases and clamped
+# SwiGLU, DeepSeek-V3's grouped sigmoid routing with a bias. The layer keeps its standard graph.
+@pytest.mark.parametrize("family", ["phimoe", "gpt_oss", "deepseek_v3"])
+def test_ort_target_keeps_layers_whose_routing_moe_lacks(family: str) -> None:
+    model = moe.build(family)
+    program = onnxport.export(model, (), kwargs=moe.inputs(2, 8), dynamic_shapes=moe.DYNAMIC,
+                              dynamo=True, target="onnxruntime")
+    assert program is not None
+    assert _op_count(program, "MoE") == 0
+    assert _op_count(program, "Loop") > 0
+    inputs = moe.inputs(3, 5)
+    with torch.no_grad():
+        expected = model(**inputs).logits
+    torch.testing.assert_close(_ort(program, **inputs), expected, rtol=RTOL, atol=ATOL)
+
+
+def test_ort_target_kv_cache_generation_with_moe_nodes() -> None:
+    model = moe.build("mixtral", use_cache=True)
+    program = llm.export_decoder_with_cache(model, target="onnxruntime")
+    assert _op_count(program, "MoE") == model.config.num_hidden_layers
+    prompt = torch.randint(3, moe.COMMON["vocab_size"], (2, 5),
+                           generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = model.generate(prompt, attention_mask=torch.ones_like(prompt),
+                                  do_sample=False, max_new_tokens=10)
+    actual = llm.greedy_generate(program, prompt, max_new_tokens=10,
+                                 eos_token_id=model.config.eos_token_id,
+                                 pad_token_id=model.config.pad_token_id)
+    assert actual.tolist() == expected.tolist()
+
+
 def test_deepseek_config_error_says_eager_fails_too() -> None:
     # DeepSeek's latent attention makes keys for every head; transformers' sdpa path then
     # repeats them num_heads / num_key_value_heads times: eager fails on such a config, and

@@ -4,8 +4,9 @@ Mixture-of-experts layers sort their (token, expert) pairs by expert and multipl
 block by its expert's weight: `offs` holds the cumulative end of every group. ONNX has no
 grouped product, so the jagged forms become a Loop over the groups, each iteration one MatMul
 of the group's slice, collected in a tensor sequence and concatenated: the work and memory
-scale with the rows (tokens x top-k), never with experts x rows, and an empty group costs one
-empty MatMul. bfloat16 products are computed in float32 and rounded once. Rows past `offs[-1]` come out as zeros (transformers' fallback writes zeros
+scale with the rows (tokens x top-k), never with experts x rows. The Loop runs over the
+non-empty groups only: an expert no token chose costs nothing (not even the copy of its
+weight that ONNX Runtime's Gather makes). bfloat16 products are computed in float32 and rounded once. Rows past `offs[-1]` come out as zeros (transformers' fallback writes zeros
 there; `torch._grouped_mm` leaves them unwritten).
 
 The four forms of `_grouped_mm` (torch's meta kernel decides the output shapes):
@@ -54,18 +55,29 @@ def _group_loop(g: GraphBuilder, offs: Tensor, axis_length: Tensor, block: Any,
     are concatenated along it, then zero-padded along `pad_axis` up to `axis_length`; without,
     they have one shape and are stacked (the Loop's scan output)."""
     ends = cast(g, offs, _I64)
-    groups = g.op("Shape", ends)
-    trips = g.op("Squeeze", groups, g.const([0], _I64))
+    if concat_axis is not None:
+        # Only the groups with rows: an empty group adds nothing to the concatenation, and
+        # skipping it spares its weight's copy (a decode step uses k of E experts). The start
+        # carried from the last group run is still the group's start: the groups skipped
+        # between are empty.
+        before = g.op("Concat", g.const([0], _I64),
+                      g.op("Slice", ends, g.const([0], _I64), g.const([-1], _I64)), axis=0)
+        nonempty = g.op("Reshape", g.op("NonZero", g.op("Greater", ends, before)),
+                        g.const([-1], _I64))
+        trips = g.op("Squeeze", g.op("Shape", nonempty), g.const([0], _I64))
+    else:
+        trips = g.op("Squeeze", g.op("Shape", ends), g.const([0], _I64))
     body = g.subgraph([], "grouped_mm_group")
-    group = _scalar_input(g, "group", _I64)
+    iteration = _scalar_input(g, "group", _I64)
     condition = _scalar_input(g, "group_condition", _BOOL)
     start = _scalar_input(g, "group_start", _I64)
-    inputs: list[ir.Value] = [group, condition, start]
+    inputs: list[ir.Value] = [iteration, condition, start]
     if concat_axis is not None:
         results = ir.Value(name=g.unique_name("group_results"),
                            type=ir.SequenceType(ir.TensorType(dtype)))
         inputs.append(results)
     body.graph.inputs.extend(inputs)
+    group = body.op("Gather", nonempty, iteration) if concat_axis is not None else iteration
     end = body.op("Gather", ends, group)
     # Slice clamps to the data; a group that ends before it starts is empty.
     end = body.op("Max", end, start)

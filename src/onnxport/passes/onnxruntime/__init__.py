@@ -17,6 +17,7 @@ def onnxruntime_passes() -> list[ir.passes.PassBase]:
     """The contrib-op passes of the ONNX Runtime target, in order."""
     from onnxport.passes.fuse_fake_quant import FuseFakeQuantPass
     from onnxport.passes.onnxruntime.fuse_group_query_attention import FuseGroupQueryAttentionPass
+    from onnxport.passes.onnxruntime.fuse_moe import FuseMoEPass
     from onnxport.passes.onnxruntime.fuse_skip_norm import FuseSkipNormPass
     from onnxport.passes.onnxruntime.matmul_nbits import FuseMatMulNBitsPass
     from onnxport.passes.onnxruntime.uint8_weights import Uint8WeightsPass
@@ -26,7 +27,10 @@ def onnxruntime_passes() -> list[ir.passes.PassBase]:
     # Skip*LayerNormalization only where ORT 1.32's CPU kernels measured faster than Add + norm:
     # RMS norms of <= 512 elements (decode steps of small models; dynamic rows count as one
     # in a graph with a KV cache); see fuse_skip_norm.py.
+    # MoE: a mixture-of-experts layer (router logits, two grouped expert products and the
+    # routing glue between them) whose semantics ORT's kernel has, checked by running the glue.
     return [FuseGroupQueryAttentionPass(),
+            FuseMoEPass(),
             FuseFakeQuantPass(exact=False),  # also x * (1/s) activations: one step at a tie
             FuseSkipNormPass(max_elements=512, layer_norm=False, decode_rows=True),
             FuseMatMulNBitsPass(bits=(4,)),  # int4 only: ORT's 8-bit fp32 path is slower (matmul_nbits.py)

@@ -1004,8 +1004,11 @@ class _State:
         rq, rk = (_rotary(q), _rotary(k)) if rotary else (None, None)
         do_rotary = False
         chain: list[ir.Node] | None = None
+        # ORT rotates inside GQA only for head sizes that are multiples of 16 (it refuses the
+        # node at run time otherwise); smaller heads keep their rotary as standard ops.
         if rq is not None and rk is not None and rq.cos is rk.cos and rq.sin is rk.sin and \
-                rq.interleaved == rk.interleaved and q.dtype == rq.cos.dtype:
+                rq.interleaved == rk.interleaved and q.dtype == rq.cos.dtype and \
+                m.head_size % 16 == 0:
             chain_c = _positionwise(rq.cos, mk.positions)
             chain_s = _positionwise(rq.sin, mk.positions)
             if chain_c is not None and chain_s is not None:
