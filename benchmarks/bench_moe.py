@@ -103,9 +103,13 @@ SMALL = dict(hidden_size=512, intermediate_size=1024, moe_intermediate_size=1024
 def _small(family: str) -> dict[str, Any]:
     experts = {k: 8 for k in ("num_local_experts", "num_experts", "n_routed_experts")
                if k in moe.FAMILIES[family]}
-    extra = {"num_key_value_heads": 8, "kv_lora_rank": 64, "q_lora_rank": 64,
-             "qk_rope_head_dim": 32, "qk_nope_head_dim": 32, "v_head_dim": 64} \
-        if family == "deepseek_v3" else {}
+    extra: dict[str, Any] = {}
+    if family == "deepseek_v3":   # latent attention: its head dims are the rope/nope ones
+        extra = {"num_key_value_heads": 8, "kv_lora_rank": 64, "q_lora_rank": 64,
+                 "qk_rope_head_dim": 32, "qk_nope_head_dim": 32, "v_head_dim": 32,
+                 "head_dim": 32}
+    if family == "gpt_oss":       # one layer type per layer
+        extra = {"layer_types": ["sliding_attention", "full_attention"] * 2}
     return {**SMALL, **experts, **extra}
 
 
@@ -126,11 +130,14 @@ def decode_ms(family: str, steps: int, target: str = "onnx", size: str = "tiny"
     layers = sum(1 for n in names if n.endswith(".key"))
     prompt = torch.randint(3, model.config.vocab_size, (1, 16),
                            generator=torch.Generator().manual_seed(0))
-    past = llm.empty_past(model.config, 1, 0)
     feed: dict[str, np.ndarray] = {"input_ids": prompt.numpy(),
                                    "attention_mask": np.ones((1, 16), dtype=np.int64)}
-    for i, (k, v) in enumerate(past):
-        feed[f"past_key_values.{i}.key"], feed[f"past_key_values.{i}.value"] = k.numpy(), v.numpy()
+    for graph_input in session.get_inputs():
+        # an empty past of the graph's own head dims (DeepSeek's differ from its config's)
+        if graph_input.name.startswith("past_key_values."):
+            dims = [d if isinstance(d, int) else 0 for d in graph_input.shape]
+            dims[0] = 1
+            feed[graph_input.name] = np.zeros(dims, dtype=np.float32)
     times = []
     total = 16
     for step in range(steps + 1):
