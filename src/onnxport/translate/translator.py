@@ -40,6 +40,7 @@ from onnxport.translate.complex import (
     unmark_complex,
 )
 from onnxport.translate.registry import Registry, target_name
+from onnxport.translate.torch_folding import TorchFolder
 
 _META_SOURCE = "pkg.onnxport.source"
 _META_MODULE = "pkg.onnxport.module"
@@ -219,6 +220,7 @@ class Translator:
         self.g = GraphBuilder(graph, opset, custom_opsets=dict(custom_opsets or {}))
         self.env: dict[torch.fx.Node, Any] = {}
         self._bound: set[int] = set()
+        self.folder = TorchFolder()
         self.model_metadata: dict[str, str] = {}
 
     def run(self) -> ir.Model:
@@ -297,6 +299,8 @@ class Translator:
                 target = spec.target
                 tensor = state[target] if target in state else constants.get(target)
                 self._bind(node, self._initializer(target, tensor, val))
+                if spec.kind is kind.CONSTANT_TENSOR:
+                    self.folder.add_constant(node, tensor)
             elif spec is not None and spec.kind is not kind.USER_INPUT:
                 raise TranslationError(f"unsupported graph input kind {spec.kind.name}", node=node.name)
             elif isinstance(val, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
@@ -389,6 +393,13 @@ class Translator:
         g.out_read = _outputs_read(node, len(vals))
         g.fx_node = node
         g.out_dtypes = tuple(_ir_dtype_of(v) for v in vals)
+        if self.folder.evaluate(node, node.target) is not None:
+            folded = self.folder.constant_for(node)
+            if folded is not None:
+                # torch's value, bit for bit (translate/torch_folding.py)
+                result = self._finish(node, g.const(folded.numpy()), val, self._value_name(node))
+                self._bind(node, result)
+                return
         try:
             args, kwargs = bind(target, node.args, node.kwargs, self._convert,
                                 translation.function)
