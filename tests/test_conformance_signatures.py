@@ -430,7 +430,7 @@ NOT_MIRRORED: dict[str, str] = {
     "torch.onnx.producer_version": "deprecated module constant (a TODO to remove in torch)",
     "torch.onnx.symbolic_opset9": "TorchScript symbolic functions on torch._C.Value; onnxport's "
                                   "translations are keyed by ATen overload (onnxport.ops)",
-    "torch.onnx.symbolic_opset10": "as symbolic_opset9",
+    **{f"torch.onnx.symbolic_opset{v}": "as symbolic_opset9" for v in range(7, 26) if v != 9},
     "torch.onnx.testing": "not provided; ONNXProgram + export(verify=True) cover it",
     "torch.onnx.testing.assert_onnx_program": "not provided: export(verify=True) compares "
                                               "with eager PyTorch (onnxport.verify)",
@@ -464,6 +464,11 @@ def _public_names() -> list[str]:
     # every pytest-xdist worker collects the same tests.
     for sub in ("operators", "errors", "utils", "verification", "symbolic_helper", "testing"):
         importlib.import_module(f"torch.onnx.{sub}")
+    for version in range(7, 26):   # torch.onnx's own exports import some of these lazily
+        try:
+            importlib.import_module(f"torch.onnx.symbolic_opset{version}")
+        except ImportError:
+            pass
     names = []
     for module_name in MODULES:
         module = importlib.import_module(module_name)

@@ -92,8 +92,12 @@ class ExportRun:
             why = captured.refined_because.replace(
                 "torch.export could not keep the input dimensions dynamic as dynamic_shapes "
                 "asks:\n", "")
-            message = (f"torch.export rejected dynamic_shapes and suggested fixes; they were "
-                       f"applied and the export retried.\n{why}\nThe spec that worked:\n"
+            lead = ("the model's code pins dims dynamic_shapes asks to be dynamic (a guard "
+                    "torch.export did not enforce); they were made static and the export retried"
+                    if "recorded without enforcing" in why else
+                    "torch.export rejected dynamic_shapes and suggested fixes; they were applied "
+                    "and the export retried")
+            message = (f"{lead}.\n{why}\nThe spec that worked:\n"
                        f"  dynamic_shapes={spec_source(captured.refined_dynamic_shapes)}\n"
                        f"(was {spec_source(dynamic_shapes)})")
             self.diagnostics.log("OPX010", logging.WARNING, message)

@@ -27,6 +27,7 @@ from onnxport.capture.decompose import (
     decompose_node,
     decomposition_for,
 )
+from onnxport.capture.guards import UnenforcedGuard, pinned_axes, pinning_guards, with_static_axes
 from onnxport.capture.inplace import effective_target
 from onnxport.capture.kernels import capture_kernels
 from onnxport.capture.library_patches import library_patches
@@ -164,6 +165,11 @@ def capture(
                 if program is not None:
                     refined = fixed
                     why = explain_constraint_violation(rejected, dynamic_shapes)
+        if program is not None and dynamic_shapes is not None:
+            pinned = pinning_guards(program)
+            if pinned:
+                program, strategy, refined, why = _unpin(program, pinned, module, args, kwargs,
+                                                         dynamic_shapes, attempts, attempt)
         if program is None:
             lines = "\n".join(
                 f"  {a.strategy}: {type(a.error).__name__}: {_first_line(a.error)}" for a in attempts
@@ -227,6 +233,39 @@ def _squeezes_a_size_one(program: torch.export.ExportedProgram) -> str:
             where = next((t.strip() for t in reversed(trace) if t.strip().startswith("File")), "")
             return f"{node.target} {node.name}" + (f", {where}" if where else "")
     return ""
+
+
+def _unpin(program: torch.export.ExportedProgram, pinned: list[UnenforcedGuard],
+           module: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any] | None,
+           dynamic_shapes: Any, attempts: list[CaptureAttempt], attempt: Callable[..., Any]
+           ) -> tuple[torch.export.ExportedProgram, str, Any, str]:
+    """Capture again with the dims `pinned` guards read made static (capture/guards.py):
+    (program, strategy, the spec used, why). Raises CaptureError when that fails too."""
+    static = pinned_axes(program, pinned)
+    names = [s.arg.name for s in program.graph_signature.input_specs
+             if s.kind is torch.export.graph_signature.InputKind.USER_INPUT
+             and hasattr(s.arg, "name")]
+    conditions = []
+    for guard in pinned:
+        text = guard.condition
+        for position, axes in static.items():
+            for axis, symbol in axes.items():
+                text = re.sub(rf"\b{re.escape(symbol)}\b", f"{names[position]}.size({axis})", text)
+        conditions.append(text + (f" (recorded at {guard.where})" if guard.where else ""))
+    dims = ", ".join(f"input {names[p]!r} axis {a}" for p, axes in sorted(static.items())
+                     for a in sorted(axes))
+    why = (f"{dims} asked to be dynamic, but the model's code branches on the size: the captured "
+           f"program assumes {'; '.join(conditions)}, which torch.export recorded without "
+           f"enforcing it, so one graph would compute the branch taken for this example at "
+           f"every size")
+    fixed = with_static_axes(module, tuple(args), kwargs, dynamic_shapes, static) \
+        if static else None
+    if fixed is not None:
+        found, name = attempt(fixed, " (dims the model pins made static)", False, False)
+        if found is not None and not pinning_guards(found):
+            return found, name, fixed, why
+    raise CaptureError(f"{why}; captured with those dims static, it failed too: make them "
+                       f"static in dynamic_shapes, or change the branch", attempts)
 
 
 def _dynamic_dims(program: torch.export.ExportedProgram) -> int:

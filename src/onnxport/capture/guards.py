@@ -1,0 +1,168 @@
+"""Guards torch.export recorded on the input dims but did not enforce, and that pin them.
+
+While tracing with dynamic dims, a Python branch on a size (`if h != 8:` with `h` derived
+from an input's shape) records a guard in the ShapeEnv: the program is valid only where the
+guard holds. torch.export then either narrows the dim's range, specialises it, or reports a
+constraint violation. Some guards it does none of (torch 2.13: `Eq((w//2), 8)` from a
+floor-divided size): the program claims the dim is dynamic but computes the branch taken at
+the example for every size. ONNX has no assertion to carry the guard, so an exported graph
+would silently compute the wrong branch.
+
+Not every guard the ranges leave open matters: torch's own layout checks record many (a
+spatial size `!= 1` for a contiguity decision, identities such as `Min(a, 2a) == a` that value
+ranges cannot prove), and they hold for nearly every size. `pinning_guards` keeps the guards
+that *pin* a dim: those that fail for most sizes in the dims' ranges and for every size far
+above them (sampled), which is what a specialisation is; a periodic condition such as
+`size % 8 == 0` is a constraint, not a pin, and so is a relation between dims (two inputs'
+batches being equal). The capture reports them as what they are, a dim the model's code
+does not let be dynamic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+import sympy
+import torch
+from torch.utils._sympy.value_ranges import bound_sympy
+
+
+@dataclasses.dataclass(frozen=True)
+class UnenforcedGuard:
+    """A condition on input dims the program assumes; `where` is the model's source line."""
+
+    condition: str
+    where: str
+    symbols: frozenset[str]
+
+
+_SAMPLES = 64
+
+
+def pinning_guards(program: torch.export.ExportedProgram) -> list[UnenforcedGuard]:
+    """The guards on the user inputs' symbolic dims that their ranges do not imply and that
+    hold for a few sizes only."""
+    user = torch.export.graph_signature.InputKind.USER_INPUT
+    names = {s.arg.name for s in program.graph_signature.input_specs
+             if s.kind is user and hasattr(s.arg, "name")}
+    symbols: set[sympy.Symbol] = set()
+    env = None
+    for node in program.graph.nodes:
+        val = node.meta.get("val") if node.op == "placeholder" and node.name in names else None
+        if not isinstance(val, torch.Tensor):
+            continue
+        for d in val.shape:
+            if isinstance(d, torch.SymInt):
+                symbols |= d.node.expr.free_symbols
+                env = d.node.shape_env
+    if env is None or not symbols:
+        return []
+    found = []
+    for guard in env.guards:
+        expr = guard.expr
+        free = expr.free_symbols
+        if len(free) != 1 or not free <= symbols:
+            # (a relation between dims, such as two inputs' batches being equal, holds for
+            # the inputs the model is meant for and pins neither)
+            continue
+        try:
+            bound = bound_sympy(expr, env.var_to_range)
+        except Exception:  # noqa: BLE001 - an expression value ranges cannot bound
+            continue
+        if bound.lower == bound.upper == sympy.true or not _pins(expr, env.var_to_range):
+            continue
+        sloc = str(getattr(guard, "sloc", "") or "").strip("()")
+        found.append(UnenforcedGuard(str(expr), sloc, frozenset(str(s) for s in free)))
+    return found
+
+
+def _pins(expr: sympy.Basic, ranges: dict[sympy.Symbol, object]) -> bool:
+    """Whether `expr` holds only for a few sizes: it fails for most sizes near the ranges'
+    low ends and for every size sampled far above them. A periodic condition (`size % 8 ==
+    0`, RAFT's, enforced by its own check) holds far away too and is not a pin."""
+    rng = random.Random(0)
+    symbols = sorted(expr.free_symbols, key=str)
+    bounds = {}
+    for symbol in symbols:
+        r = ranges.get(symbol)
+        low = max(_finite(getattr(r, "lower", 2), 2), 2)
+        high = max(low, _finite(getattr(r, "upper", None), low + 1_000_000))
+        bounds[symbol] = (low, high)
+
+    def holds(far: bool) -> int | None:
+        count = 0
+        for _ in range(_SAMPLES):
+            values = {}
+            for symbol, (low, high) in bounds.items():
+                top = min(high, low + (1_000_000 if far else 1024))
+                start = low + (top - low) // 2 if far else low
+                values[symbol] = sympy.Integer(rng.randint(start, top))
+            try:
+                value = expr.xreplace(values)
+            except Exception:  # noqa: BLE001 - an expression that cannot be evaluated
+                return None
+            if value not in (sympy.true, sympy.false):
+                return None
+            count += value is sympy.true
+        return count
+
+    near = holds(far=False)
+    if near is None or near * 2 >= _SAMPLES:
+        return False
+    return holds(far=True) == 0
+
+
+def _finite(value: object, default: int) -> int:
+    if getattr(value, "is_finite", True) is False:
+        return default
+    try:
+        number = int(value)  # type: ignore[call-overload]
+    except Exception:  # noqa: BLE001 - sympy's infinities raise several kinds
+        return default
+    return number if abs(number) < 1 << 40 else default
+
+
+def pinned_axes(program: torch.export.ExportedProgram, guards: list[UnenforcedGuard]
+                ) -> dict[int, dict[int, str]]:
+    """{user input position: {axis: symbol}} for the input dims the guards read."""
+    wanted = set().union(*(g.symbols for g in guards)) if guards else set()
+    user = torch.export.graph_signature.InputKind.USER_INPUT
+    names = [s.arg.name for s in program.graph_signature.input_specs
+             if s.kind is user and hasattr(s.arg, "name")]
+    nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    axes: dict[int, dict[int, str]] = {}
+    for position, name in enumerate(names):
+        val = nodes[name].meta.get("val") if name in nodes else None
+        if not isinstance(val, torch.Tensor):
+            continue
+        for axis, d in enumerate(val.shape):
+            if isinstance(d, torch.SymInt) and {str(s) for s in d.node.expr.free_symbols} & wanted:
+                axes.setdefault(position, {})[axis] = str(d.node.expr)
+    return axes
+
+
+def with_static_axes(module: torch.nn.Module, args: tuple[Any, ...],
+                     kwargs: dict[str, Any] | None, spec: Any,
+                     static: dict[int, dict[int, str]]) -> Any:
+    """`spec` (torch.export's form) with the given axes of the given flat inputs static."""
+    from torch.export.dynamic_shapes import _combine_args, _tree_map_with_path
+
+    flat = torch.utils._pytree.tree_leaves((tuple(args), dict(kwargs or {})))
+    position = {id(x): i for i, x in enumerate(flat)}
+    combined: Any = _combine_args(module, args, kwargs)
+    if isinstance(spec, (tuple, list)):
+        combined = type(spec)(combined.values())
+
+    def fix(path: Any, tensor: Any, axes: Any) -> Any:
+        axes_static = static.get(position.get(id(tensor), -1), {})
+        if not axes_static or axes is None:
+            return axes
+        if isinstance(axes, dict):
+            return {a: (None if a in axes_static else d) for a, d in axes.items()}
+        if isinstance(axes, (list, tuple)):
+            return type(axes)(None if a in axes_static else d for a, d in enumerate(axes))
+        return axes
+
+    return _tree_map_with_path(fix, combined, spec)

@@ -1,0 +1,79 @@
+"""A dim the model's code pins, through a guard torch.export records but does not enforce.
+
+`if x.shape[-1] // 2 != 8:` with that axis dynamic: torch 2.13's export records the guard
+`Eq((s//2), 8)` and neither specialises the dim nor reports it, so its program (and
+torch.onnx's graph) computes the branch taken at the example for every width. onnxport finds
+such guards (capture/guards.py), makes the dims static with a warning naming them, and the
+graph refuses other widths instead of computing the wrong branch.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import onnxport
+
+
+class _Branches(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] // 2 != 8:
+            return x * 2
+        return x + 1
+
+
+class _Benign(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.unsqueeze(1) if x.shape[1] != 1 else x
+        return y.reshape(x.shape[0], -1) * 3
+
+
+def test_pinned_dim_is_made_static_with_a_warning() -> None:
+    x = torch.randn(2, 16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = onnxport.export(_Branches(), (x,), dynamic_shapes={"x": {0: "batch", 1: "w"}},
+                                  dynamo=True)
+    assert program is not None
+    messages = [str(w.message) for w in caught]
+    assert any("input 'x' axis 1 asked to be dynamic" in m and "Eq((x.size(1)//2), 8)" in m
+               for m in messages)
+    assert any("input 'x' axis 1 ('w') was asked to be dynamic" in m for m in messages)
+    dims = [str(d) for d in program.model.graph.inputs[0].shape]
+    assert dims == ["batch", "16"]
+    for batch in (2, 5):
+        x = torch.randn(batch, 16)
+        torch.testing.assert_close(torch.as_tensor(np.asarray(program(x)[0])), _Branches()(x))
+    with pytest.raises(Exception, match="invalid dimensions"):
+        program(torch.randn(2, 10))
+
+
+def test_torch_onnx_computes_the_example_branch_at_every_width() -> None:
+    # The same call through torch.onnx keeps the dim dynamic and is wrong at width 10: what
+    # onnxport's check prevents.
+    import onnxruntime
+
+    x = torch.randn(2, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(_Branches(), (x,), dynamic_shapes={"x": {1: "w"}},
+                                    dynamo=True, verbose=False)
+    session = onnxruntime.InferenceSession(program.model_proto.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    y = torch.randn(2, 10)
+    (out,) = session.run(None, {session.get_inputs()[0].name: y.numpy()})
+    assert not np.allclose(out, _Branches()(y).numpy())
+
+
+def test_guards_that_hold_for_most_sizes_keep_the_dim_dynamic() -> None:
+    x = torch.randn(3, 4)
+    program = onnxport.export(_Benign(), (x,), dynamic_shapes={"x": {0: "batch", 1: "n"}},
+                              dynamo=True)
+    assert program is not None
+    assert [str(d) for d in program.model.graph.inputs[0].shape] == ["batch", "n"]
+    for shape in ((3, 4), (2, 7)):
+        x = torch.randn(*shape)
+        torch.testing.assert_close(torch.as_tensor(np.asarray(program(x)[0])), _Benign()(x))
