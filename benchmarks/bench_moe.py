@@ -108,8 +108,9 @@ def _small(family: str) -> dict[str, Any]:
         extra = {"num_key_value_heads": 8, "kv_lora_rank": 64, "q_lora_rank": 64,
                  "qk_rope_head_dim": 32, "qk_nope_head_dim": 32, "v_head_dim": 32,
                  "head_dim": 32}
-    if family == "gpt_oss":       # one layer type per layer
-        extra = {"layer_types": ["sliding_attention", "full_attention"] * 2}
+    if family == "gpt_oss":       # one layer type per layer; a window the decode stays in
+        extra = {"layer_types": ["sliding_attention", "full_attention"] * 2,
+                 "sliding_window": 512}
     return {**SMALL, **experts, **extra}
 
 
