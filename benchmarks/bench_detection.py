@@ -1,12 +1,13 @@
 """torchvision's detectors: export time and ONNX Runtime vs eager, in both flavours.
 
 Every detector (random weights drawn so that class scores are distinct, images resized to
-160-200 pixels) is exported with `dynamo=True` and its outputs compared with eager PyTorch
-(boxes, labels, scores, masks, keypoints); with `--torchscript`, also with `dynamo=False`
-beside torch.onnx's TorchScript flavour. tests/vision/test_detection.py runs one detector of
-the set.
+160-200 pixels) is exported with `dynamo=True`, with a dynamic image size (one program, run
+at 160x192 and 224x176) or with `--static` at 160x192 only, and its outputs compared with
+eager PyTorch (boxes, labels, scores, masks, keypoints); with `--torchscript`, also with
+`dynamo=False` beside torch.onnx's TorchScript flavour. tests/vision/test_detection.py runs
+one detector of the set.
 
-    python benchmarks/bench_detection.py [--models fasterrcnn ...] [--torchscript]
+    python benchmarks/bench_detection.py [--models fasterrcnn ...] [--static] [--torchscript]
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ MODELS = {
 }
 
 
+SIZES = [(160, 192), (224, 176)]
+
+
 def _compare(expected: dict[str, torch.Tensor], got: list[object]) -> str:
     parts = []
     for (key, value), out in zip(expected.items(), got):
@@ -52,13 +56,15 @@ def _compare(expected: dict[str, torch.Tensor], got: list[object]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument("--static", action="store_true",
+                        help="export at one image size instead of a dynamic height and width")
     parser.add_argument("--torchscript", action="store_true",
                         help="also export with dynamo=False, beside torch.onnx")
     options = parser.parse_args()
     if import_vision() is None:
         raise SystemExit("no torchvision release for this torch")
     import onnxport
-    from tests.vision.test_detection import detector, images
+    from tests.vision.test_detection import detector, images, same_detections
 
     for key in options.models:
         name, kwargs = MODELS[key]
@@ -68,11 +74,20 @@ def main() -> None:
             expected = model(x)[0]
         names = list(expected)
         start = time.perf_counter()
+        dynamic = None if options.static else {"images": {2: "height", 3: "width"}}
         try:
-            program = onnxport.export(model, (x,), dynamo=True, output_names=names)
+            program = onnxport.export(model, (x,), dynamo=True, dynamic_shapes=dynamic)
             seconds = time.perf_counter() - start
-            print(f"{key:13s} dynamo=True   {seconds:6.1f} s  {_compare(expected, program(x))}",
-                  flush=True)
+            print(f"{key:13s} dynamo=True   {seconds:6.1f} s  outputs "
+                  f"{[(v.name, str(v.shape)) for v in program.model.graph.outputs]}", flush=True)
+            for size in SIZES[:1 if options.static else None]:
+                sized = images(*size)
+                with torch.no_grad():
+                    eager = model(sized)[0]
+                got = program(sized)
+                verdict = same_detections(eager, got)
+                print(f"{'':13s} {size[0]}x{size[1]}  {_compare(eager, got)}\n{'':13s} "
+                      f"{'same detections' if verdict is None else verdict}", flush=True)
         except Exception as e:  # noqa: BLE001  (reported, the next model runs)
             print(f"{key:13s} dynamo=True   FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
         if not options.torchscript:
@@ -90,7 +105,10 @@ def main() -> None:
                                     output_names=names)
                     session = onnxruntime.InferenceSession(buffer.getvalue(),
                                                            providers=["CPUExecutionProvider"])
-                    result = _compare(expected, session.run(None, {"images": x.numpy()}))
+                    got = session.run(None, {"images": x.numpy()})
+                    verdict = same_detections(expected, got)
+                    result = (f"{_compare(expected, got)}; "
+                              f"{'same detections' if verdict is None else verdict}")
                 seconds = time.perf_counter() - start
                 print(f"{key:13s} dynamo=False {exporter:10s} {seconds:6.1f} s  {result}",
                       flush=True)

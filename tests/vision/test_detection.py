@@ -1,9 +1,11 @@
 """torchvision's detectors exported with the dynamo flavour, checked in ONNX Runtime.
 
 The patches of torchvision's data-dependent code (onnxport/capture/library_patches.py) are
-checked against torchvision's own functions in eager mode, and one detector end to end (Faster
-R-CNN with a MobileNetV3 backbone, the fastest); benchmarks/bench_detection.py exports the full
-set (Faster / Mask / Keypoint R-CNN, RetinaNet, FCOS, SSD, SSDlite).
+checked against torchvision's own functions in eager mode, `onnxport::batched_nms` in ONNX
+Runtime, and one detector end to end (Faster R-CNN with a MobileNetV3 backbone, the fastest) at
+a fixed size and with a dynamic image size; the TorchScript forms torchvision's scripted
+functions use, in small. benchmarks/bench_detection.py exports the full set (Faster / Mask /
+Keypoint R-CNN, RetinaNet, FCOS, SSD, SSDlite) in both flavours.
 
 Random weights give near-constant class scores, so NMS would order ties as each
 implementation pleases: `reinit` draws weights that give distinct scores.
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 import onnxruntime
 import pytest
@@ -63,6 +67,59 @@ def detector(name: str, class_gain: float = 16.0, **kwargs: object) -> torch.nn.
 
 def images(height: int, width: int) -> torch.Tensor:
     return torch.rand(1, 3, height, width, generator=torch.Generator().manual_seed(height + width))
+
+
+def same_detections(expected: dict[str, torch.Tensor], got: Sequence[Any],
+                    rtol: float = 1e-4, atol: float = 1e-3) -> str | None:
+    """None if `got` (the program's outputs, in `expected`'s key order) holds eager's
+    detections in decreasing score order, detections of equal score in any order (torch's
+    sort leaves the order of ties unspecified); else what differs."""
+    outputs = {key: torch.as_tensor(value) for key, value in zip(expected, got)}
+    shapes = {key: (tuple(outputs[key].shape), tuple(value.shape))
+              for key, value in expected.items()}
+    if any(ours != theirs for ours, theirs in shapes.values()):
+        return f"shapes (onnx, eager) {shapes}"
+    if (outputs["scores"].diff() > atol).any():
+        return "scores not in decreasing order"
+    unmatched = set(range(expected["scores"].shape[0]))
+
+    def close(i: int, j: int) -> bool:
+        return all(torch.allclose(outputs[key][j].double(), value[i].double(), rtol=rtol,
+                                  atol=atol) for key, value in expected.items())
+
+    for i in range(expected["scores"].shape[0]):
+        match = i if i in unmatched and close(i, i) else next(
+            (j for j in sorted(unmatched) if close(i, j)), None)
+        if match is None:
+            return (f"eager's detection {i} (label {expected['labels'][i].item()}, score "
+                    f"{expected['scores'][i].item():.7g}) is not among the outputs")
+        unmatched.discard(match)
+    return None
+
+
+def test_batched_nms_operator_matches_torchvision() -> None:
+    # torchvision takes its per-class loop above 1000 boxes (on CPU), its coordinate trick
+    # below: onnxport::batched_nms does the same in one graph, for any number of boxes.
+    class BatchedNMS(torch.nn.Module):
+        def forward(self, boxes: torch.Tensor, scores: torch.Tensor,
+                    classes: torch.Tensor) -> torch.Tensor:
+            return box_ops.batched_nms(boxes, scores, classes, 0.5)
+
+    def inputs(count: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        generator = torch.Generator().manual_seed(count)
+        corners = torch.rand(count, 2, generator=generator) * 100
+        boxes = torch.cat([corners, corners + torch.rand(count, 2, generator=generator) * 40 + 1],
+                          dim=1)
+        scores = torch.randperm(count, generator=generator).float() / count  # no ties
+        return boxes, scores, torch.randint(0, 5, (count,), generator=generator)
+
+    dims = {0: "boxes"}
+    program = onnxport.export(BatchedNMS(), inputs(300), dynamo=True,
+                              dynamic_shapes={"boxes": dims, "scores": dims, "classes": dims})
+    for count in (0, 1, 300, 1000, 1001, 2500):
+        example = inputs(count)
+        (got,) = program(*example)
+        torch.testing.assert_close(torch.as_tensor(got), BatchedNMS()(*example), rtol=0, atol=0)
 
 
 def test_batched_nms_patch_matches_torchvision() -> None:
@@ -139,6 +196,42 @@ def test_faster_rcnn_exports_and_matches_eager() -> None:
         torch.testing.assert_close(torch.as_tensor(value), expected[key], rtol=1e-4, atol=1e-3)
 
 
+def test_faster_rcnn_dynamic_image_size() -> None:
+    # One program for every image size: torchvision's resize gives each side an unbacked size
+    # (library_patches), so capture stays fast and the sizes downstream follow the input.
+    model = detector("fasterrcnn_mobilenet_v3_large_320_fpn", box_score_thresh=0.0,
+                     rpn_score_thresh=0.0)
+    program = onnxport.export(model, (images(160, 192),), dynamo=True,
+                              dynamic_shapes={"images": {2: "height", 3: "width"}})
+    graph = program.model.graph
+    # Names from the model: its parameter, its dict's keys, and what the dims are.
+    assert [(v.name, str(v.shape)) for v in (*graph.inputs, *graph.outputs)] == [
+        ("images", "[1,3,height,width]"), ("boxes", "[num_detections,4]"),
+        ("labels", "[num_detections]"), ("scores", "[num_detections]")]
+    # Neither size is the example's; the second is resized (224 -> 200), the first is not,
+    # and the two have the long side on different axes.
+    for height, width in ((224, 176), (192, 160)):
+        x = images(height, width)
+        with torch.no_grad():
+            expected = model(x)[0]
+        assert expected["boxes"].shape[0] > 10
+        assert same_detections(expected, program(x)) is None, (height, width)
+
+
+def test_outputs_named_by_their_keys() -> None:
+    # The general rule the detectors' names come from: an output under a string key is named
+    # by it, unless output_names says otherwise.
+    class Stats(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+            return {"mean": x.mean(0), "std": x.std(0)}, x.sum()
+
+    x = torch.rand(4, 3)
+    default = onnxport.export(Stats(), (x,), dynamo=True)
+    assert [v.name for v in default.model.graph.outputs][:2] == ["mean", "std"]
+    named = onnxport.export(Stats(), (x,), dynamo=True, output_names=["a", "b", "c"])
+    assert [v.name for v in named.model.graph.outputs] == ["a", "b", "c"]
+
+
 def test_bad_input_is_a_typed_error() -> None:
     model = detector("fasterrcnn_mobilenet_v3_large_320_fpn")
     with pytest.raises(ForwardError, match="3d tensors"):
@@ -184,3 +277,75 @@ def test_torchscript_shape_ops() -> None:
         x = torch.rand(shape)
         (got,) = session.run(None, {"x": x.numpy()})
         torch.testing.assert_close(torch.as_tensor(got), model(x))
+
+
+@torch.jit.script
+def _scripted_lists(x: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    sizes = [1, 2, 3, 4]
+    kept = list(sizes[1:3])
+    y = x * kept[0] + kept[1]
+    if "{}-{}".format(kept[0], kept[1]) in ["2-3", "3-4"]:
+        y = y + 1
+    if "bilinear" not in ["nearest", "bilinear"]:
+        raise ValueError("unknown mode {}".format(kept))
+    return y.sum() + torch.ones(1, count).sum()  # count: Tensor, read as an int
+
+
+class _ListOps(torch.nn.Module):
+    """What torchvision's scripted functions (F.interpolate's body, the mask pasting loop) use
+    on Python values: aten::slice.t, aten::list, aten::__contains__, aten::format,
+    aten::IntImplicit."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _scripted_lists(x, torch._shape_as_tensor(x)[0])
+
+
+def test_torchscript_list_ops() -> None:
+    model = _ListOps()
+    buffer = io.BytesIO()
+    onnxport.export(model, (torch.rand(2, 3),), buffer, dynamo=False, input_names=["x"],
+                    dynamic_axes={"x": {0: "rows"}})
+    session = onnxruntime.InferenceSession(buffer.getvalue(),
+                                           providers=["CPUExecutionProvider"])
+    for shape in ((2, 3), (5, 3)):
+        x = torch.rand(shape)
+        (got,) = session.run(None, {"x": x.numpy()})
+        torch.testing.assert_close(torch.as_tensor(got), model(x))
+
+
+@torch.jit.script
+def _scripted_paste(masks: torch.Tensor, height: torch.Tensor, width: torch.Tensor
+                    ) -> torch.Tensor:
+    pasted = torch.zeros(0, height, width)
+    for i in range(masks.size(0)):
+        mask = masks[i][0]
+        mask = mask.expand((1, 1, mask.size(0), mask.size(1)))
+        mask = torch.nn.functional.interpolate(mask, size=(int(height), int(width)),
+                                               mode="bilinear", align_corners=False)
+        pasted = torch.cat((pasted, mask[0]))
+    return pasted + torch.ones(pasted.shape)  # a shape computed in the graph, as an int[]
+
+
+class _PasteLoop(torch.nn.Module):
+    """Mask R-CNN's scripted mask pasting in the TorchScript flavour, in small: a loop over a
+    data-dependent count whose body resizes (F.interpolate's scripted body) and concatenates
+    (the example sizes the tracer records disagree inside the loop: an empty start); then
+    Keypoint R-CNN's `torch.ones(x.shape)` of a dynamic shape."""
+
+    def forward(self, masks: torch.Tensor, image: torch.Tensor) -> torch.Tensor:
+        shape = torch._shape_as_tensor(image)
+        return _scripted_paste(masks, shape[0], shape[1])
+
+
+def test_torchscript_paste_loop() -> None:
+    model = _PasteLoop()
+    buffer = io.BytesIO()
+    onnxport.export(model, (torch.rand(3, 1, 7, 7), torch.rand(12, 10)), buffer, dynamo=False,
+                    input_names=["masks", "image"],
+                    dynamic_axes={"masks": {0: "count"}, "image": {0: "height", 1: "width"}})
+    session = onnxruntime.InferenceSession(buffer.getvalue(),
+                                           providers=["CPUExecutionProvider"])
+    for count, height, width in ((3, 12, 10), (5, 9, 14)):
+        masks, image = torch.rand(count, 1, 7, 7), torch.rand(height, width)
+        (got,) = session.run(None, {"masks": masks.numpy(), "image": image.numpy()})
+        torch.testing.assert_close(torch.as_tensor(got), model(masks, image))

@@ -19,7 +19,8 @@ class Captured:
     that were decomposed because the op library has no translation for them; `retraced` says
     whether the whole program had to go through `run_decompositions`;
     `refined_dynamic_shapes` is the spec torch.export's suggested fixes gave, when the user's
-    was rejected and the fixed one worked.
+    was rejected and the fixed one worked; `size_names` names data-dependent sizes (their
+    expression, as in a FakeTensor's shape) that library patches know the meaning of.
     """
 
     exported_program: torch.export.ExportedProgram
@@ -31,6 +32,7 @@ class Captured:
     retraced: bool = False
     refined_dynamic_shapes: Any = None
     refined_because: str = ""
+    size_names: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def graph(self) -> torch.fx.Graph:

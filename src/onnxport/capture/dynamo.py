@@ -94,6 +94,7 @@ def capture(
         ValueError: `output_names` names more outputs than the model returns.
     """
     attempts: list[CaptureAttempt] = []
+    size_names: dict[int, dict[str, str]] = {}  # id(program) -> the names library patches gave
     start = time.perf_counter()
     refined, why = None, ""
     if isinstance(model, torch.export.ExportedProgram):
@@ -116,10 +117,13 @@ def capture(
         def attempt(spec: Any, label: str, deferred: bool, oblivious: bool) -> tuple[Any, str]:
             for name in strategies:
                 t0 = time.perf_counter()
+                names: dict[str, str] = {}
                 try:
                     found = _export(module, args, kwargs, spec, strict=(name == "strict"),
                                     size_oblivious=oblivious,
-                                    loop_rnns=dynamic_shapes is not None, deferred=deferred)
+                                    loop_rnns=dynamic_shapes is not None, deferred=deferred,
+                                    size_names=names)
+                    size_names[id(found)] = names
                 except Exception as e:  # noqa: BLE001  (every failure is recorded and reported)
                     attempts.append(CaptureAttempt(name + label, e, time.perf_counter() - t0))
                     logger.info("capture strategy %s failed: %s", name + label, e)
@@ -202,6 +206,7 @@ def capture(
     captured = Captured(program, strategy, attempts, seconds=seconds)
     captured.refined_dynamic_shapes = refined
     captured.refined_because = why if refined is not None else ""
+    captured.size_names = size_names.get(id(program), {})
     if has_translation is not None:
         # Never edit a program the caller handed us; run_decompositions returns a new one.
         _decompose_untranslated(captured, has_translation,
@@ -284,14 +289,16 @@ def _dynamic_dims(program: torch.export.ExportedProgram) -> int:
 
 def _export(module: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any] | None,
             dynamic_shapes: Any, *, strict: bool, size_oblivious: bool, loop_rnns: bool,
-            deferred: bool = False) -> torch.export.ExportedProgram:
+            deferred: bool = False, size_names: dict[str, str] | None = None
+            ) -> torch.export.ExportedProgram:
     """One torch.export.export call under onnxport's capture kernels; `deferred` keeps the
-    guards on dynamic dims as run-time asserts instead of rejecting the spec."""
+    guards on dynamic dims as run-time asserts instead of rejecting the spec; `size_names`
+    receives the names library patches give data-dependent sizes."""
     # Static shapes need no loop-shaped RNN kernels (the stock ones are cheaper).
     rnns = loop_shaped_rnns() if loop_rnns else contextlib.nullcontext()
     oblivious = torch.fx.experimental._config.patch(backed_size_oblivious=True) \
         if size_oblivious else contextlib.nullcontext()
-    with capture_kernels(), library_patches(), rnns, oblivious:
+    with capture_kernels(), library_patches(size_names), rnns, oblivious:
         return torch.export.export(module, tuple(args), kwargs=kwargs or None,
                                    dynamic_shapes=dynamic_shapes, strict=strict,
                                    prefer_deferred_runtime_asserts_over_guards=deferred)

@@ -73,7 +73,10 @@ def is_safe_inplace(node: torch.fx.Node) -> bool:
 
 
 def effective_target(node: torch.fx.Node) -> Any:
-    """What the translator dispatches on: the functional variant of a safe in-place op."""
+    """What the translator dispatches on: the functional variant of a safe in-place op
+    (`detach_` always: it changes no data, views of the tensor included)."""
+    if node.target is torch.ops.aten.detach_.default:
+        return torch.ops.aten.detach.default
     if isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable \
             and is_safe_inplace(node):
         return functional_variant(node.target)

@@ -8,11 +8,26 @@ and the original is restored on exit. docs/models.md lists them.
 
 torchvision (detection models):
 
-* `ops.boxes.batched_nms`: always the coordinate trick (per-class NMS as one NMS over boxes
-  offset by class), which torchvision itself takes while tracing; without its early return
-  for no boxes (the trick gives no boxes then too) and with the offset computed from a
-  non-empty tensor (max(coordinates, 0) + 1: the same offset for boxes inside the image, which
-  is all the detectors pass; any offset at least that large separates the classes equally).
+* `ops.boxes.batched_nms`: one operator, `onnxport::batched_nms` (defined here on first use,
+  translated in ops/torchvision.py), that chooses as torchvision does by the number of boxes,
+  a data-dependent size: its per-class loop above 1000 boxes (on CPU), else the coordinate
+  trick (one NMS over boxes offset by class); the trick without its early return for no boxes
+  (it gives no boxes then too) and with the offset computed from a non-empty tensor
+  (max(coordinates, 0) + 1: the same offset for boxes inside the image, which is all the
+  detectors pass). The trick alone (torchvision's path while tracing) keeps other boxes than
+  the loop: offset coordinates lose float32 precision.
+* `models.detection.transform._resize_image_and_masks`, for a symbolic image size: the
+  resized size, floor(side * min(min_size / shorter, max_size / longer)) in double as
+  torchvision computes it, computed as a tensor and read back as one unbacked size per side
+  (in [1, max_size]), where torchvision's Python arithmetic makes every size downstream a
+  nested float/floor/min expression of the input's (slow to reason about) and `min()` of two
+  sizes guards on which side is longer.
+* `ops.poolers._infer_scale`: each feature map's scale (the power of 2 nearest feature size /
+  image size, the backbone's stride) from the example's sizes, where the unbacked image size
+  has no value to compute it from.
+* `models.detection.transform.GeneralizedRCNNTransform.postprocess`: torchvision's, then each
+  image's number of detections, a data-dependent size, is named `num_detections` (the graph's
+  dim; `num_detections_<i>` for the i-th image after the first).
 * `ops.poolers._multiscale_roi_align`: the number of boxes as a size (`rois.shape[0]`, where
   `len(rois)` asks for a Python int) and each level's pooled boxes written with `index_put`.
 * `models.detection.transform.GeneralizedRCNNTransform.batch_images`: the images padded with
@@ -46,9 +61,46 @@ import torch
 
 def _batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor,
                  iou_threshold: float) -> torch.Tensor:
+    # torchvision's choice between its two forms, by a data-dependent size: one operator.
+    vanilla_above = 4000 if boxes.device.type == "cpu" else 100_000
+    return _batched_nms_op()(boxes, scores, idxs, float(iou_threshold), vanilla_above)
+
+
+def _coordinate_trick(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor,
+                      iou_threshold: float) -> torch.Tensor:
     flat = torch.cat([boxes.reshape(-1), boxes.new_zeros(1)])
     offsets = idxs.to(boxes) * (flat.max() + 1)
     return torch.ops.torchvision.nms(boxes + offsets[:, None], scores, iou_threshold)
+
+
+def _batched_nms_reference(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor,
+                           iou_threshold: float, vanilla_above: int) -> torch.Tensor:
+    if boxes.numel() > vanilla_above:
+        vanilla = sys.modules["torchvision.ops.boxes"]._batched_nms_vanilla
+        return vanilla(boxes, scores, idxs, iou_threshold)
+    return _coordinate_trick(boxes, scores, idxs, iou_threshold)
+
+
+_BATCHED_NMS: list[Any] = []
+
+
+def _batched_nms_op() -> Any:
+    """`onnxport::batched_nms`, defined on first use: torchvision's batched_nms as one
+    operator (ops/torchvision.py translates it; its kernel is torchvision's function)."""
+    if not _BATCHED_NMS:
+        op = torch.library.custom_op("onnxport::batched_nms", mutates_args=())(
+            _batched_nms_reference)
+
+        @op.register_fake
+        def _(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor,
+              iou_threshold: float, vanilla_above: int) -> torch.Tensor:
+            # As torchvision's nms (min=2): guards such as `if box_sum > 0` then hold, and
+            # the graph computes what the taken branch does, for any count.
+            count = torch.library.get_ctx().new_dynamic_size(min=2)
+            return boxes.new_empty((count,), dtype=torch.int64)
+
+        _BATCHED_NMS.append(op)
+    return _BATCHED_NMS[0]
 
 
 def _multiscale_roi_align(x_filtered: list[torch.Tensor], boxes: list[torch.Tensor],
@@ -83,6 +135,63 @@ def _batch_images(self: Any, images: list[torch.Tensor], size_divisible: int = 3
                                         0, largest[1] - image.shape[1],
                                         0, largest[0] - image.shape[0]))
         for image in images])
+
+
+def _resize_image_and_masks(image: torch.Tensor, self_min_size: int, self_max_size: int,
+                            target: dict[str, torch.Tensor] | None = None,
+                            fixed_size: tuple[int, int] | None = None
+                            ) -> tuple[torch.Tensor, dict[str, torch.Tensor] | None]:
+    height, width = image.shape[-2:]
+    if (fixed_size is not None or target is not None
+            or not any(isinstance(d, torch.SymInt) for d in (height, width))):
+        original = _ORIGINALS[("torchvision.models.detection.transform",
+                               "_resize_image_and_masks")]
+        return original(image, self_min_size, self_max_size, target, fixed_size)
+    # torchvision's size, floor(side * min(min_size / shorter, max_size / longer)) in double,
+    # computed as a tensor: one unbacked size per side instead of a float expression of H, W.
+    sides = torch.tensor([height, width], dtype=torch.float64, device=image.device)
+    scale = torch.minimum(self_min_size / sides.min(), self_max_size / sides.max())
+    new_height, new_width = (sides * scale).floor().to(torch.int64).tolist()
+    hints = [_example_value(height), _example_value(width)]
+    example = min(self_min_size / min(hints), self_max_size / max(hints))
+    for side, hint in zip((new_height, new_width), hints):
+        torch._check(side >= 1)
+        torch._check(side <= self_max_size)
+        _EXAMPLE_SIZES[side.node.expr] = int(hint * example)
+    resized = torch.nn.functional.interpolate(image[None], size=[new_height, new_width],
+                                              mode="bilinear", align_corners=False)[0]
+    return resized, target
+
+
+def _example_value(size: Any) -> int:
+    """The value `size` has for the example inputs (a backed size's hint, an unbacked size
+    the resize made: its value for the example image)."""
+    if not isinstance(size, torch.SymInt):
+        return int(size)
+    shape_env = size.node.shape_env
+    values = {symbol: _EXAMPLE_SIZES.get(symbol) or shape_env.size_hint(symbol)
+              for symbol in size.node.expr.free_symbols}
+    return int(size.node.expr.xreplace(values))
+
+
+def _infer_scale(feature: torch.Tensor, original_size: list[int]) -> float:
+    # torchvision's: the power of 2 nearest feature size / image size, at the example's size.
+    approx_scale = _example_value(feature.shape[-2]) / _example_value(original_size[0])
+    return 2 ** float(torch.tensor(approx_scale).log2().round())
+
+
+def _postprocess(self: Any, result: list[dict[str, torch.Tensor]],
+                 image_shapes: list[tuple[int, int]],
+                 original_image_sizes: list[tuple[int, int]]) -> list[dict[str, torch.Tensor]]:
+    original = _ORIGINALS[("torchvision.models.detection.transform.GeneralizedRCNNTransform",
+                           "postprocess")]
+    result = original(self, result, image_shapes, original_image_sizes)
+    for index, detections in enumerate(result):
+        count = detections["boxes"].shape[0] if "boxes" in detections else None
+        if isinstance(count, torch.SymInt) and not count.node.expr.is_number:
+            _SIZE_NAMES.setdefault(str(count.node.expr),
+                                   "num_detections" + (f"_{index}" if index else ""))
+    return result
 
 
 def _ssd_postprocess_detections(self: Any, head_outputs: dict[str, torch.Tensor],
@@ -220,7 +329,18 @@ _TORCHVISION: dict[tuple[str, str], Callable[..., Any]] = {
     ("torchvision.models.detection.transform", "resize_keypoints"): _resize_keypoints,
     ("torchvision.models.detection.ssd.SSD", "postprocess_detections"):
         _ssd_postprocess_detections,
+    ("torchvision.models.detection.transform", "_resize_image_and_masks"):
+        _resize_image_and_masks,
+    ("torchvision.ops.poolers", "_infer_scale"): _infer_scale,
+    ("torchvision.models.detection.transform.GeneralizedRCNNTransform", "postprocess"):
+        _postprocess,
 }
+# The functions patched, while patched (a patch may fall back to the original).
+_ORIGINALS: dict[tuple[str, str], Callable[..., Any]] = {}
+# The example's value of each unbacked size the resize patch made (sympy symbol -> int).
+_EXAMPLE_SIZES: dict[Any, int] = {}
+# The names patches give data-dependent sizes (str(expression) -> name), for the graph's dims.
+_SIZE_NAMES: dict[str, str] = {}
 
 
 def _resolve(path: str) -> Any:
@@ -238,17 +358,27 @@ def _resolve(path: str) -> Any:
 
 
 @contextlib.contextmanager
-def library_patches() -> Iterator[None]:
-    """Within this context, the patches of the libraries the process has imported apply."""
+def library_patches(size_names: dict[str, str] | None = None) -> Iterator[None]:
+    """Within this context, the patches of the libraries the process has imported apply;
+    `size_names` receives the names they give data-dependent sizes (expression -> name)."""
+    global _SIZE_NAMES
     saved: list[tuple[Any, str, Any]] = []
+    outer_names, _SIZE_NAMES = _SIZE_NAMES, size_names if size_names is not None else {}
+    outermost = not _ORIGINALS
     try:
         if "torchvision" in sys.modules:
             for (module_name, attribute), replacement in _TORCHVISION.items():
                 module = _resolve(module_name)
                 if module is not None and hasattr(module, attribute):
                     saved.append((module, attribute, getattr(module, attribute)))
+                    # (nested: the outer context's original, not its replacement)
+                    _ORIGINALS.setdefault((module_name, attribute), getattr(module, attribute))
                     setattr(module, attribute, replacement)
         yield
     finally:
         for module, attribute, original in reversed(saved):
             setattr(module, attribute, original)
+        if outermost:
+            _ORIGINALS.clear()
+            _EXAMPLE_SIZES.clear()
+        _SIZE_NAMES = outer_names

@@ -13,6 +13,12 @@ Semantics checked against torchvision (tests/vision):
   1; a negative one (torchvision then suppresses even disjoint boxes) is refused. ONNX's
   boxes are float32 only; ONNX orders each box's corners (min/max), torchvision takes
   x1 <= x2, y1 <= y2 as given, so only malformed (flipped) boxes may differ.
+* onnxport::batched_nms (torchvision's batched_nms as one operator, capture/library_patches.py)
+  -> both of torchvision's forms, the one it takes chosen by the number of boxes: above
+  `vanilla_above` elements, NonMaxSuppression with one class per index (a row of scores, -inf
+  off the class), the kept boxes sorted by decreasing score (ties in index order, where
+  torchvision's unstable sort leaves them unspecified); else one NMS over boxes offset by
+  class. Both are computed; Compress keeps the chosen one.
 * roi_align -> RoiAlign (opset 16 form): aligned=True is `half_pixel`, aligned=False
   `output_half_pixel` (which, as torchvision, forces boxes to at least 1x1); torchvision's
   adaptive sampling (sampling_ratio <= 0, ceil(roi size / output size)) is ONNX's 0.
@@ -47,6 +53,8 @@ NMS = "torchvision::nms.default"
 ROI_ALIGN = "torchvision::roi_align.default"
 ROI_POOL = "torchvision::roi_pool.default"
 DEFORM_CONV2D = "torchvision::deform_conv2d.default"
+# torchvision's batched_nms as one operator (onnxport/capture/library_patches.py defines it).
+BATCHED_NMS = "onnxport::batched_nms.default"
 
 # The float types ONNX Runtime's CPU kernels take, per operator.
 _RUNTIME_FLOATS = {"RoiAlign": (_F32, _F64), "MaxRoiPool": (_F32,), "DeformConv": (_F32, _F64)}
@@ -71,24 +79,88 @@ def _split_rois(g: GraphBuilder, rois: Tensor) -> tuple[Tensor, Tensor]:
     return cast(g, batch, _I64), boxes
 
 
-@register(NMS)
-def torchvision_nms(g: GraphBuilder, dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
-    """nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"""
+def _iou_threshold(iou_threshold: float, op: str) -> float:
     threshold = float(iou_threshold)
     if threshold < 0:
         raise TranslationError(
-            f"nms with iou_threshold {threshold} < 0: ONNX NonMaxSuppression takes [0, 1]")
+            f"{op} with iou_threshold {threshold} < 0: ONNX NonMaxSuppression takes [0, 1]")
     # IoU never exceeds 1, so any threshold >= 1 suppresses nothing, as 1 does.
-    threshold = min(threshold, 1.0)
-    boxes = g.op("Unsqueeze", cast(g, dets, _F32), g.const([0], _I64))          # [1, N, 4]
-    batched = g.op("Unsqueeze", cast(g, scores, _F32), g.const([0, 1], _I64))  # [1, 1, N]
+    return min(threshold, 1.0)
+
+
+def _nms(g: GraphBuilder, dets: Tensor, class_scores: Tensor, threshold: float,
+         score_threshold: float | None = None) -> Tensor:
+    """The indices NonMaxSuppression keeps of `dets` [N, 4] for `class_scores` [C, N]: class
+    by class, each in decreasing score order."""
+    boxes = g.op("Unsqueeze", cast(g, dets, _F32), g.const([0], _I64))            # [1, N, 4]
+    batched = g.op("Unsqueeze", cast(g, class_scores, _F32), g.const([0], _I64))  # [1, C, N]
     # Every box may be kept: at most N per class.
     count = g.op("Squeeze", g.op("Shape", dets, start=0, end=1), g.const([0], _I64))
-    selected = g.op("NonMaxSuppression", boxes, batched, count,
-                    g.const(np.asarray(threshold, dtype=np.float32), _F32), center_point_box=0)
+    inputs = [boxes, batched, count, g.const(np.asarray(threshold, dtype=np.float32), _F32)]
+    if score_threshold is not None:
+        inputs.append(g.const(np.asarray(score_threshold, dtype=np.float32), _F32))
+    selected = g.op("NonMaxSuppression", *inputs, center_point_box=0)
     selected.dtype = _I64  # the builder's dtype rules default to the first input's
-    # selected_indices rows are [batch, class, box], in decreasing score order.
-    return g.op("Gather", selected, g.const(2, _I64), axis=1)
+    # selected_indices rows are [batch, class, box].
+    kept = g.op("Gather", selected, g.const(2, _I64), axis=1)
+    # 1-D, of a data-dependent length (the FX flavour's metadata says so too; a TorchScript
+    # graph's, from torchvision's meta kernel, cannot).
+    kept.shape = ir.Shape([None])
+    return kept
+
+
+@register(NMS)
+def torchvision_nms(g: GraphBuilder, dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
+    """nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"""
+    threshold = _iou_threshold(iou_threshold, "nms")
+    return _nms(g, dets, g.op("Unsqueeze", scores, g.const([0], _I64)), threshold)
+
+
+def _sorted(g: GraphBuilder, x: Tensor, *, descending: bool) -> tuple[Tensor, Tensor]:
+    """(values, indices) of the 1-D `x` sorted; ties in index order (ONNX Runtime's TopK)."""
+    k = g.op("Shape", x, start=0, end=1)
+    values, indices = g.op("TopK", x, k, axis=0, largest=int(descending), sorted=1, outputs=2)
+    indices.dtype = _I64
+    return values, indices
+
+
+@register(BATCHED_NMS)
+def onnxport_batched_nms(g: GraphBuilder, boxes: Tensor, scores: Tensor, idxs: Tensor,
+                         iou_threshold: float, vanilla_above: int) -> Tensor:
+    """batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold, int vanilla_above) -> Tensor"""
+    threshold = _iou_threshold(iou_threshold, "batched_nms")
+    boxes32, scores32 = cast(g, boxes, _F32), cast(g, scores, _F32)
+    # torchvision's coordinate trick: one NMS over boxes offset by class.
+    flat = g.op("Concat", g.op("Reshape", boxes32, g.const([-1], _I64)),
+                g.const(np.zeros(1, np.float32), _F32), axis=0)
+    offset = g.op("Add", g.op("ReduceMax", flat, keepdims=0), g.const(1.0, _F32))
+    offsets = g.op("Mul", cast(g, idxs, _F32), offset)
+    shifted = g.op("Add", boxes32, g.op("Unsqueeze", offsets, g.const([1], _I64)))
+    trick = _nms(g, shifted, g.op("Unsqueeze", scores32, g.const([0], _I64)), threshold)
+    # Its per-class form: one NMS class (a row of scores, -inf off the class) per index, the
+    # boxes kept listed by decreasing score, ties in index order.
+    top = g.op("ReduceMax", g.op("Concat", cast(g, idxs, _I64), g.const([-1], _I64), axis=0),
+               keepdims=0)
+    classes = g.op("Range", g.const(0, _I64), g.op("Add", top, g.const(1, _I64)),
+                   g.const(1, _I64))
+    member = g.op("Equal", g.op("Unsqueeze", classes, g.const([1], _I64)),
+                  g.op("Unsqueeze", cast(g, idxs, _I64), g.const([0], _I64)))
+    class_scores = g.op("Where", member, g.op("Unsqueeze", scores32, g.const([0], _I64)),
+                        g.const(np.float32(-np.inf), _F32))
+    kept = _nms(g, boxes32, class_scores, threshold,
+                score_threshold=float(np.finfo(np.float32).min))
+    kept, _ = _sorted(g, kept, descending=False)
+    _, order = _sorted(g, g.op("Gather", scores32, kept, axis=0), descending=True)
+    vanilla = g.op("Gather", kept, order, axis=0)
+    # torchvision takes the per-class form when boxes.numel() > vanilla_above.
+    numel = g.op("Mul", g.op("Shape", boxes, start=0, end=1), g.const([4], _I64))
+    use_vanilla = g.op("Greater", numel, g.const([int(vanilla_above)], _I64))  # [1]
+
+    def only_if(x: Tensor, condition: Tensor) -> Tensor:
+        return g.op("Compress", x, g.op("Expand", condition, g.op("Shape", x)), axis=0)
+
+    return g.op("Concat", only_if(vanilla, use_vanilla),
+                only_if(trick, g.op("Not", use_vanilla)), axis=0)
 
 
 @register(ROI_ALIGN)

@@ -211,7 +211,7 @@ class Translator:
         self.input_dim_names = dict(dim_names or {})
         # {position among the user inputs (constants included): {axis: name}}
         self.leaf_dim_names = dict(leaf_dim_names or {})
-        self.dim_names: dict[str, str] = {}
+        self.dim_names: dict[str, str] = dict(captured.size_names)
         self.registry = registry
         self.opset = opset
         self.input_names = list(input_names or [])
@@ -459,9 +459,9 @@ class Translator:
         index = 0
         seen: set[int] = set()
         complex_outputs: list[str] = []
-        for spec, arg in zip(specs, flat):
-            if spec.kind != kind.USER_OUTPUT:
-                continue
+        keys = _output_keys(program, sum(1 for s in specs if s.kind == kind.USER_OUTPUT))
+        for position, arg in enumerate(
+                a for s, a in zip(specs, flat) if s.kind == kind.USER_OUTPUT):
             if arg is None:
                 # A None output (e.g. MultiheadAttention's weights with need_weights=False) is
                 # no tensor: dropped, as flatten_outputs drops it from eager results.
@@ -475,6 +475,8 @@ class Translator:
             seen.add(id(value))
             if index < len(self.output_names):
                 value.name = self._rename(value, self.output_names[index])
+            elif not self.output_names and keys[position]:
+                value.name = self._rename(value, keys[position])
             if isinstance(arg, torch.fx.Node) and involves_complex(node_value(arg)):
                 complex_outputs.append(str(index))
             g.graph.outputs.append(value)
@@ -486,6 +488,23 @@ class Translator:
         if value.name == name:
             return name
         return self.g.unique_name(name)
+
+
+def _output_keys(program: torch.export.ExportedProgram, count: int) -> list[str | None]:
+    """Per flat user output, the string key it has in what the model returns (a dict key or
+    a dataclass field: `[{"boxes": ...}]` gives "boxes"), or None: the default output names."""
+    try:
+        tree = torch.utils._pytree.tree_unflatten(list(range(count)), program.call_spec.out_spec)
+        leaves = torch.utils._pytree.tree_flatten_with_path(tree)[0]
+    except Exception:  # noqa: BLE001  (no usable spec: FX names)
+        return [None] * count
+    keys: list[str | None] = [None] * count
+    for path, leaf in leaves:
+        last = path[-1] if path else None
+        key = getattr(last, "key", getattr(last, "name", None))
+        if isinstance(leaf, int) and 0 <= leaf < count and isinstance(key, str) and key:
+            keys[leaf] = key
+    return keys
 
 
 def _fetch_attr(graph_module: torch.fx.GraphModule, target: str) -> Any:

@@ -179,13 +179,27 @@ def _meta_infos(overload: Any, args: list[Any], kwargs: dict[str, Any],
     sizes are recorded in `hints` under the keys `-1 - i` for the caller to attach.
     """
     hints = hints if hints is not None else {}
+    use_hints = True
+    arguments = overload._schema.arguments
+
+    def sizes(x: Any, position: int | str) -> Any:
+        """A shape computed in the graph (aten::size), where the op takes an int[]: a list."""
+        schema = arguments[position] if isinstance(position, int) and position < len(arguments) \
+            else next((a for a in arguments if a.name == position), None)
+        if not isinstance(x, ir.Value) or schema is None or x.shape is None \
+                or len(x.shape) != 1 or not isinstance(x.shape[0], int) \
+                or not isinstance(schema.type, torch.ListType) \
+                or not isinstance(schema.type.getElementType(), (torch.IntType, torch.SymIntType)):
+            return meta(x)
+        hint = x.meta.get(SIZE_HINT) if use_hints else None
+        return list(hint) if isinstance(hint, list) else [2] * x.shape[0]
 
     def meta(x: Any) -> Any:
         if isinstance(x, ir.Value):
             if x.dtype is None:
                 raise ValueError("unknown dtype")
             shape = x.shape
-            hint = hints.get(id(x))
+            hint = hints.get(id(x)) if use_hints else None
             if hint is not None and shape is not None and len(hint) == len(shape):
                 shape = ir.Shape([d if isinstance(d, int) else h for d, h in zip(shape, hint)])
             dims = [d if isinstance(d, int) else 2 for d in shape] if shape is not None else None
@@ -193,25 +207,41 @@ def _meta_infos(overload: Any, args: list[Any], kwargs: dict[str, Any],
                 raise ValueError("unknown rank")
             if len(dims) == 0 and x.dtype in (ir.DataType.INT64, ir.DataType.FLOAT,
                                                 ir.DataType.BOOL) and _scalar_arg(x):
-                return {ir.DataType.INT64: 1, ir.DataType.FLOAT: 1.0, ir.DataType.BOOL: True}[x.dtype]
+                if x.dtype == ir.DataType.INT64:  # a size: the example's, else 2 as dims
+                    hint = x.meta.get(SIZE_HINT) if use_hints else None
+                    return hint if isinstance(hint, int) else 2
+                return {ir.DataType.FLOAT: 1.0, ir.DataType.BOOL: True}[x.dtype]
             return torch.empty(dims, dtype=_dtypes.to_torch(x.dtype), device="meta")
         if isinstance(x, list):
             return [meta(v) for v in x]
         return x
 
+    def call() -> Any:
+        return overload(*[sizes(a, i) for i, a in enumerate(args)],
+                        **{k: sizes(v, k) for k, v in kwargs.items()})
+
     try:
-        out = overload(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
-    except Exception:  # noqa: BLE001  (no metadata then: translations needing it will say so)
-        return infos
+        out = call()
+    except Exception:  # noqa: BLE001  (the example sizes may disagree: every unknown size 2)
+        use_hints = False
+        try:
+            out = call()
+        except Exception:  # noqa: BLE001  (no metadata then: translations needing it say so)
+            return infos
     outs = out if isinstance(out, (tuple, list)) else (out,)
     new = []
     for i, ((dtype, sizes), o) in enumerate(zip(infos, outs)):
         if isinstance(o, torch.Tensor):
-            hints[-1 - i] = list(o.shape)
+            if use_hints:
+                hints[-1 - i] = list(o.shape)
             new.append((dtype or _dtypes.to_ir(o.dtype), sizes if sizes is not None else o.dim()))
         else:
             new.append((dtype, sizes))
     return new
+
+
+# meta key: the example's value of an int computed in the graph from a size (aten::size).
+SIZE_HINT = "onnxport.ts_size_hint"
 
 
 def _scalar_arg(x: ir.Value) -> bool:

@@ -397,6 +397,46 @@ def _unchecked_cast(t: TorchScriptTranslator, node: torch._C.Node) -> None:
     t._set(node.output(), t._get(node.input()))
 
 
+def _python_list(t: TorchScriptTranslator, node: torch._C.Node, op: str) -> list[Any]:
+    items = t._get(node.inputsAt(0))
+    if not isinstance(items, (list, tuple)):
+        raise TranslationError(f"{op} of a list that is a tensor value in the graph (a list "
+                               "built in data-dependent control flow)")
+    return list(items)
+
+
+def _slice(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+    """aten::slice.t (a list's items[start:end:step]) on the Python list; a tensor's slice
+    is the op library's."""
+    if not isinstance(node.inputsAt(0).type(), torch._C.ListType):
+        t._aten(node)
+        return
+    items = _python_list(t, node, "slicing")
+    bounds = [t._get(v) for v in list(node.inputs())[1:]]
+    if any(isinstance(b, ir.Value) for b in bounds):
+        raise TranslationError("slicing a list with bounds computed in the graph")
+    t._set(node.output(), items[slice(*bounds)])
+
+
+def _list_copy(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+    t._set(node.output(), _python_list(t, node, "list()"))
+
+
+def _contains(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+    items, item = (t._get(v) for v in node.inputs())
+    if isinstance(item, ir.Value) or not isinstance(items, (list, tuple, dict)) \
+            or any(isinstance(i, ir.Value) for i in items):
+        raise TranslationError("`in` on values computed in the graph")
+    t._set(node.output(), item in items)
+
+
+def _format(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+    """aten::format: a message (TorchScript's are for exceptions); graph values by name."""
+    text, *args = (t._get(v) for v in node.inputs())
+    shown = [f"<{a.name}>" if isinstance(a, ir.Value) else a for a in args]
+    t._set(node.output(), str(text).format(*shown))
+
+
 _PRIM: dict[str, Callable[[TorchScriptTranslator, torch._C.Node], None]] = {
     "prim::Constant": _constant,
     "prim::ListConstruct": _list_construct,
@@ -427,6 +467,11 @@ _SPECIAL: dict[str, Callable[[TorchScriptTranslator, torch._C.Node], None]] = {
     "aten::_shape_as_tensor": _shape_as_tensor,
     "aten::tensor": _tensor,
     "aten::Int": _to_scalar(ir.DataType.INT64, int),
+    "aten::IntImplicit": _to_scalar(ir.DataType.INT64, int),
+    "aten::slice": _slice,
+    "aten::list": _list_copy,
+    "aten::__contains__": _contains,
+    "aten::format": _format,
     "aten::Float": _to_scalar(ir.DataType.FLOAT, float),
     "aten::Bool": _to_scalar(ir.DataType.BOOL, bool),
     "aten::ScalarImplicit": _to_scalar(None, lambda v: v),

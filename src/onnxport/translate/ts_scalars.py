@@ -18,7 +18,7 @@ import torch
 from onnxport import _dtypes
 from onnxport.errors import TranslationError
 from onnxport.translate.builder import GraphBuilder
-from onnxport.translate.ts_graph import _mark_scalar, _type_info
+from onnxport.translate.ts_graph import SIZE_HINT, _mark_scalar, _type_info
 
 if TYPE_CHECKING:
     from onnxport.translate.torchscript import TorchScriptTranslator
@@ -81,6 +81,11 @@ def _size(t: TorchScriptTranslator, node: torch._C.Node) -> None:
     static = shape is not None and all(isinstance(d, int) for d in shape)
     if len(inputs) == 1:
         result = list(shape) if static else t.g.op("Shape", x)
+        if not static and shape is not None:
+            result.shape = ir.Shape([len(shape)])
+            hint = t._hints.get(id(x))
+            if hint is not None and len(hint) == len(shape):
+                result.meta[SIZE_HINT] = [int(d) for d in hint]
     else:
         dim = inputs[1]
         if static and isinstance(dim, int):
@@ -89,6 +94,10 @@ def _size(t: TorchScriptTranslator, node: torch._C.Node) -> None:
             result = t.g.op("Gather", t.g.op("Shape", x), cast(t.g, dim, ir.DataType.INT64), axis=0)
             result.shape = ir.Shape([])
             _mark_scalar(result)
+            hint = t._hints.get(id(x))
+            if isinstance(dim, int) and hint is not None and -len(hint) <= dim < len(hint):
+                # The example's size, for meta inference (ts_graph._meta_infos) downstream.
+                result.meta[SIZE_HINT] = int(hint[dim])
     t._set(node.output(), result)
 
 
