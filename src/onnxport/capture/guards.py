@@ -39,6 +39,7 @@ class UnenforcedGuard:
 
 
 _SAMPLES = 64
+_STATIC = torch.export.Dim.STATIC
 
 
 def pinning_guards(program: torch.export.ExportedProgram) -> list[UnenforcedGuard]:
@@ -160,9 +161,9 @@ def with_static_axes(module: torch.nn.Module, args: tuple[Any, ...],
         if not axes_static or axes is None:
             return axes
         if isinstance(axes, dict):
-            return {a: (None if a in axes_static else d) for a, d in axes.items()}
+            return {a: (_STATIC if a in axes_static else d) for a, d in axes.items()}
         if isinstance(axes, (list, tuple)):
-            return type(axes)(None if a in axes_static else d for a, d in enumerate(axes))
+            return type(axes)(_STATIC if a in axes_static else d for a, d in enumerate(axes))
         return axes
 
     return _tree_map_with_path(fix, combined, spec)
