@@ -229,7 +229,85 @@ CHECKPOINTS: dict[str, tuple[Callable[[], Any], str]] = {
 def save_checkpoint(name: str, folder: Path) -> Path:
     """Save the tiny `name` checkpoint into `folder` (config, safetensors, generation config)."""
     torch.manual_seed(0)
-    model = CHECKPOINTS[name][0]()
+    model = (CHECKPOINTS.get(name) or DERIVED[name])[0]()
     model.eval()
     model.save_pretrained(str(folder))
     return folder
+
+
+# -- model types without explicit code: tasks and graphs derived from transformers' mappings
+
+
+def llama_base() -> Any:
+    tf = _tf()
+    return tf.LlamaModel(tf.LlamaConfig(**_LLAMA_LIKE))
+
+
+def gpt2_base() -> Any:
+    tf = _tf()
+    return tf.GPT2Model(tf.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=128,
+                                      **_DECODER))
+
+
+def bart_base() -> Any:
+    tf = _tf()
+    return tf.BartModel(bart().config)
+
+
+def camembert() -> Any:
+    tf = _tf()
+    return tf.CamembertForMaskedLM(tf.CamembertConfig(
+        **{**_BERT_LIKE, "max_position_embeddings": 66}, pad_token_id=1))
+
+
+def dinov2() -> Any:
+    tf = _tf()
+    return tf.Dinov2ForImageClassification(tf.Dinov2Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, mlp_ratio=2, image_size=32,
+        patch_size=8, num_labels=4))
+
+
+def vit_masked_im() -> Any:
+    tf = _tf()
+    return tf.ViTForMaskedImageModeling(tf.ViTConfig(
+        image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, encoder_stride=8))
+
+
+def wav2vec2_ctc() -> Any:
+    tf = _tf()
+    return tf.Wav2Vec2ForCTC(tf.Wav2Vec2Config(**{**wav2vec2().config.to_diff_dict(),
+                                                   "vocab_size": 20, "num_labels": 2}))
+
+
+def data2vec_audio() -> Any:
+    tf = _tf()
+    return tf.Data2VecAudioForSequenceClassification(tf.Data2VecAudioConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4, num_conv_pos_embedding_layers=1,
+        apply_spec_augment=False, num_labels=3, classifier_proj_size=16))
+
+
+def marian() -> Any:
+    tf = _tf()
+    return tf.MarianMTModel(tf.MarianConfig(
+        vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=0,
+        decoder_start_token_id=0))
+
+
+# name -> (builder, the task detected from its architecture)
+DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
+    "llama_base": (llama_base, "feature-extraction"),
+    "gpt2_base": (gpt2_base, "feature-extraction"),
+    "bart_base": (bart_base, "feature-extraction"),
+    "camembert": (camembert, "fill-mask"),
+    "dinov2": (dinov2, "image-classification"),
+    "vit_masked_im": (vit_masked_im, "masked-im"),
+    "wav2vec2_ctc": (wav2vec2_ctc, "automatic-speech-recognition"),
+    "data2vec_audio": (data2vec_audio, "audio-classification"),
+    # an unlisted type whose derived task an explicit family exports (seq2seq.py)
+    "marian": (marian, "text2text-generation-with-past"),
+}

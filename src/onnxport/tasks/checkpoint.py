@@ -23,7 +23,8 @@ from typing import Any
 
 from onnxport.tasks.errors import CheckpointError, WeightsError
 
-__all__ = ["COPIED_FILES", "check_weights", "load_config", "load_model", "weight_files"]
+__all__ = ["COPIED_FILES", "check_weights", "load_config", "load_model", "offline",
+           "weight_files"]
 
 # Files copied from the checkpoint into the output folder, as optimum does.
 COPIED_FILES = (
@@ -37,6 +38,42 @@ COPIED_FILES = (
 
 _SAFETENSORS = ("model.safetensors", "model.safetensors.index.json")
 _TORCH = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+@contextlib.contextmanager
+def offline() -> Iterator[None]:
+    """The Hugging Face Hub off while transformers reads a checkpoint: nothing it builds
+    (a backbone, a sub-config) may fetch a file; a missing one fails instead."""
+    import huggingface_hub.constants as hub
+
+    saved = hub.HF_HUB_OFFLINE, os.environ.get("HF_HUB_OFFLINE")
+    hub.HF_HUB_OFFLINE = True
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        yield
+    finally:
+        hub.HF_HUB_OFFLINE = saved[0]
+        if saved[1] is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = saved[1]
+
+
+def _hub_reference(raw: dict[str, Any]) -> str:
+    """The hub model a config.json names for a part whose config it does not hold, or ''."""
+    for part in (raw, *(v for v in raw.values() if isinstance(v, dict))):
+        name = part.get("backbone")
+        if (isinstance(name, str) and "/" in name and not part.get("backbone_config")
+                and not part.get("use_timm_backbone")):
+            return name
+    return ""
+
+
+def _no_pretrained_backbone(config: Any) -> None:
+    # The checkpoint holds the backbone's weights: transformers needs not fetch them.
+    for part in (config, getattr(config, "backbone_config", None)):
+        if getattr(part, "use_pretrained_backbone", False):
+            part.use_pretrained_backbone = False
 
 
 def load_config(model_dir: str | os.PathLike[str], *, trust_remote_code: bool = False) -> Any:
@@ -64,14 +101,26 @@ def load_config(model_dir: str | os.PathLike[str], *, trust_remote_code: bool = 
         raise CheckpointError(
             f"{str(config_file)!r} needs the checkpoint's own Python code (auto_map); onnxport "
             f"does not run it unless you pass --trust-remote-code")
+    hub = _hub_reference(raw)
+    if hub:
+        raise CheckpointError(
+            f"{str(config_file)!r} names the backbone {hub!r} on the Hugging Face Hub "
+            f"(\"backbone\") without its config, and onnxport never downloads: put the "
+            f"backbone's config into config.json as \"backbone_config\" (a model loaded "
+            f"once online and saved with save_pretrained has it)")
     import transformers
 
     try:
-        with deferred_imports(quantized=bool(raw.get("quantization_config"))):
-            return transformers.AutoConfig.from_pretrained(
+        with deferred_imports(quantized=bool(raw.get("quantization_config"))), offline():
+            config = transformers.AutoConfig.from_pretrained(
                 str(path), trust_remote_code=trust_remote_code, local_files_only=True)
     except (ValueError, KeyError, OSError) as e:
-        raise CheckpointError(f"transformers cannot read {str(config_file)!r}: {e}") from e
+        fix = (" (it needs a file from the Hugging Face Hub, and onnxport never downloads: "
+               "put the file, or the part's config, into the checkpoint folder)"
+               if "offline" in str(e).lower() else "")
+        raise CheckpointError(f"transformers cannot read {str(config_file)!r}: {e}{fix}") from e
+    _no_pretrained_backbone(config)
+    return config
 
 
 # Functions transformers imports at the top of its modeling modules whenever their package is
@@ -243,10 +292,18 @@ def load_model(model_dir: str | os.PathLike[str], config: Any, auto_class: str, 
     # sdpa with a mask exports as plain matmuls + softmax in onnxport; keep what the config
     # says, but never a kernel only a GPU has.
     try:
-        with warnings.catch_warnings(), deferred_imports(quantized=quantized):
+        with warnings.catch_warnings(), deferred_imports(quantized=quantized), offline():
             warnings.simplefilter("ignore")
             model = cls.from_pretrained(str(model_dir), **kwargs)
-    except (OSError, RuntimeError, ValueError, KeyError) as e:
+    except OSError as e:
+        if "offline" in str(e).lower() or "huggingface.co" in str(e):
+            raise CheckpointError(
+                f"loading {str(model_dir)!r} as {auto_class} needs a file from the Hugging "
+                f"Face Hub, and onnxport never downloads: {e}. Put the file into the "
+                f"checkpoint folder (or the part's config into config.json)") from e
+        raise WeightsError(f"cannot load the weights of {str(model_dir)!r} into "
+                           f"{auto_class} for model_type {config.model_type!r}: {e}") from e
+    except (RuntimeError, ValueError, KeyError) as e:
         raise WeightsError(f"cannot load the weights of {str(model_dir)!r} into "
                            f"{auto_class} for model_type {config.model_type!r}: {e}") from e
     model.eval()

@@ -337,8 +337,8 @@ def run_verify(ns: argparse.Namespace) -> int:
         config = checkpoint.load_config(ns.model, trust_remote_code=ns.trust_remote_code)
         task, reason = registry.resolve_task(config, ns.task)
         say(f"task: {task} ({reason})")
-        family = registry.SUPPORTED[config.model_type][0]
-        model = checkpoint.load_model(ns.model, config, registry.TASKS[task].auto_class,
+        family, auto_class = registry.plan(config.model_type, task)
+        model = checkpoint.load_model(ns.model, config, auto_class,
                                       dtype=parse_dtype(ns.dtype),
                                       trust_remote_code=ns.trust_remote_code)
         specs = {s.filename: s for s in graphs_for(model, family, task)}

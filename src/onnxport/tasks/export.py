@@ -164,20 +164,20 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
     start = time.perf_counter()
     config = checkpoint.load_config(model_dir, trust_remote_code=trust_remote_code)
     task_name, reason = registry.resolve_task(config, task)
-    family = registry.SUPPORTED[config.model_type][0]
+    family, auto_class = registry.plan(config.model_type, task_name)
     _check_output_dir(out, overwrite)
     say(f"task: {task_name} ({reason})")
     if validate:
         check_runtime_dtype(torch_dtype)  # before any work: ORT's CPU provider may lack it
-    info = registry.TASKS[task_name]
     plan, weights = _plan_route(model_dir, config, torch_dtype, stream_weights, validate)
     say(f"route: {'streamed weights' if plan.stream else 'in memory'} ({plan.reason})")
     if plan.stream:
         assert weights is not None
         build_dtype = torch_dtype or _config_dtype(config) or streaming.checkpoint_dtype(weights)
-        model = streaming.build_without_weights(config, info.auto_class, dtype=build_dtype,
-                                                cast=torch_dtype is not None,
-                                                trust_remote_code=trust_remote_code)
+        with checkpoint.offline():
+            model = streaming.build_without_weights(config, auto_class, dtype=build_dtype,
+                                                    cast=torch_dtype is not None,
+                                                    trust_remote_code=trust_remote_code)
         seconds["load"] = time.perf_counter() - start
         say(f"built {type(model).__name__} without weights "
             f"({sum(p.numel() for p in model.parameters()):,} parameters; checkpoint "
@@ -185,7 +185,7 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
             f"in {seconds['load']:.1f}s")
     else:
         weights = None
-        model = checkpoint.load_model(model_dir, config, info.auto_class, dtype=torch_dtype,
+        model = checkpoint.load_model(model_dir, config, auto_class, dtype=torch_dtype,
                                       trust_remote_code=trust_remote_code)
         seconds["load"] = time.perf_counter() - start
         say(f"loaded {type(model).__name__} from {model_dir} "
@@ -194,7 +194,14 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
 
     from onnxport.tasks.graphs import graphs_for
 
-    specs = graphs_for(model, family, task_name, batch=batch_size, sequence=sequence_length)
+    try:
+        specs = graphs_for(model, family, task_name, batch=batch_size, sequence=sequence_length)
+    except OnnxExporterError:
+        raise
+    except Exception as e:
+        raise TaskExportError(
+            f"building the graphs of {task_name} for {type(model).__name__} failed: "
+            f"{type(e).__name__}: {e}") from e
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
     rows: list[Row] = []
@@ -270,7 +277,7 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
             else:
                 del model, specs
                 say("the eager model fits in memory: loading it to compare with ONNX Runtime")
-                model = checkpoint.load_model(model_dir, config, info.auto_class,
+                model = checkpoint.load_model(model_dir, config, auto_class,
                                               dtype=torch_dtype,
                                               trust_remote_code=trust_remote_code)
                 specs = graphs_for(model, family, task_name, batch=batch_size,

@@ -127,7 +127,7 @@ def _mask(b: int, s: int, *, pad: bool = True) -> torch.Tensor:
 
 # -- families ----------------------------------------------------------------------------------
 
-_TEXT_FIELDS = {
+TEXT_FIELDS = {
     "feature-extraction": ["last_hidden_state"],
     "fill-mask": ["logits"],
     "text-classification": ["logits"],
@@ -159,7 +159,7 @@ def _text_encoder(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec
             feeds = {k: v.reshape(b, choices, s) for k, v in feeds.items()}
         return feeds
 
-    fields = _TEXT_FIELDS[task]
+    fields = TEXT_FIELDS[task]
     return [GraphSpec("model.onnx", TextModel(model, fields), names, fields,
                       {n: dict(axes) for n in names}, make,
                       [{"batch_size": batch, "sequence_length": seq},
@@ -325,4 +325,8 @@ def graphs_for(model: Any, family: str, task: str, *, batch: int = 2,
         from onnxport.tasks.seq2seq import seq2seq_graphs
 
         return seq2seq_graphs(model, family, task, batch, sequence)
+    if family == "derived":
+        from onnxport.tasks.derive import derived_graphs
+
+        return derived_graphs(model, task, batch, sequence)
     return FAMILIES[family](model, task, batch, sequence)

@@ -2,8 +2,9 @@
 
 A task is exported by one `family` of graph builders (`graphs.py`): text encoders, decoder-only
 LMs, vision encoders, sequence-to-sequence models, ... `SUPPORTED` lists, per transformers
-`model_type`, the family and the tasks onnxport exports for it: the same tasks optimum-cli
-offers for that model type, restricted to those onnxport implements.
+`model_type`, the family and the tasks onnxport exports for it with explicit code. Every other
+model type, and the tasks a listed type's family lacks, are derived from transformers' Auto
+mappings (`derive.py`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from typing import Any
 
 from onnxport.tasks.errors import UnknownTaskError, UnsupportedTaskError
 
-__all__ = ["TASKS", "SUPPORTED", "TaskInfo", "detect_task", "normalize_task", "resolve_task",
-           "tasks_for"]
+__all__ = ["TASKS", "SUPPORTED", "TaskInfo", "detect_task", "normalize_task", "plan",
+           "resolve_task", "tasks_for"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +49,11 @@ TASKS: dict[str, TaskInfo] = {t.name: t for t in [
     TaskInfo("automatic-speech-recognition", "AutoModelForSpeechSeq2Seq",
              "audio encoder + decoder + decoder with past"),
     TaskInfo("audio-classification", "AutoModelForAudioClassification", "audio logits"),
+    TaskInfo("audio-frame-classification", "AutoModelForAudioFrameClassification",
+             "per-frame audio logits"),
+    TaskInfo("audio-xvector", "AutoModelForAudioXVector", "speaker logits and embeddings"),
+    TaskInfo("depth-estimation", "AutoModelForDepthEstimation", "per-pixel depth"),
+    TaskInfo("masked-im", "AutoModelForMaskedImageModeling", "reconstructed pixels"),
     TaskInfo("zero-shot-image-classification", "AutoModel",
              "image-text similarity (logits_per_image, logits_per_text, embeddings)"),
 ]}
@@ -62,6 +68,8 @@ ALIASES = {
     "seq2seq-lm-with-past": "text2text-generation-with-past",
     "masked-lm": "fill-mask",
     "default": "feature-extraction",
+    "audio-ctc": "automatic-speech-recognition",
+    "speech2seq-lm": "automatic-speech-recognition",
 }
 
 _TEXT_ENCODER_TASKS = ("feature-extraction", "fill-mask", "text-classification",
@@ -122,8 +130,24 @@ def normalize_task(task: str) -> str:
 
 
 def tasks_for(model_type: str) -> tuple[str, ...]:
-    """The tasks onnxport exports for a transformers model_type (empty if none)."""
-    return SUPPORTED.get(model_type, ("", ()))[1]
+    """The tasks onnxport exports for a transformers model_type (empty if none): its
+    family's, then those derived from transformers' Auto mappings."""
+    listed = SUPPORTED.get(model_type, ("", ()))[1]
+    if not model_type:
+        return listed
+    from onnxport.tasks.derive import derived_tasks
+
+    return listed + tuple(t for t in derived_tasks(model_type) if t not in listed)
+
+
+def plan(model_type: str, task: str) -> tuple[str, str]:
+    """(graph family, transformers Auto class) that export `task` for `model_type`."""
+    family, listed = SUPPORTED.get(model_type, ("", ()))
+    if task in listed:
+        return family, TASKS[task].auto_class
+    from onnxport.tasks.derive import auto_class, derived_family
+
+    return derived_family(model_type, task), auto_class(model_type, task)
 
 
 def detect_task(config: Any) -> tuple[str, str]:
@@ -136,8 +160,10 @@ def detect_task(config: Any) -> tuple[str, str]:
     tasks = tasks_for(model_type)
     if not tasks:
         raise UnsupportedTaskError(
-            f"onnxport exports no task for model_type {model_type!r}; supported model types: "
-            f"{', '.join(sorted(SUPPORTED))}")
+            f"onnxport exports no task for model_type {model_type!r}: transformers' "
+            f"AutoModel* mappings list no task onnxport exports for it; explicitly "
+            f"supported model types: {', '.join(sorted(SUPPORTED))}")
+    listed = SUPPORTED.get(model_type, ("", ()))[1]
     architectures = list(getattr(config, "architectures", None) or [])
     for arch in architectures:
         if model_type == "whisper" and arch.endswith("ForConditionalGeneration"):
@@ -149,12 +175,20 @@ def detect_task(config: Any) -> tuple[str, str]:
             return "audio-classification", f"architecture {arch}"
         for suffix, task in _ARCHITECTURE_SUFFIXES:
             if arch.endswith(suffix):
-                if task in tasks:
+                if task in listed:
                     return task, f"architecture {arch}"
                 break
-    return tasks[0], (f"default task of model_type {model_type!r}" if not architectures else
-                      f"default task of model_type {model_type!r} "
-                      f"(architectures {architectures} name no task of it)")
+    from onnxport.tasks.derive import architecture_task
+
+    for arch in architectures:
+        task = architecture_task(model_type, arch)
+        if task in tasks:
+            return task, f"architecture {arch}"
+    default = listed[0] if listed else (
+        "feature-extraction" if "feature-extraction" in tasks else tasks[0])
+    return default, (f"default task of model_type {model_type!r}" if not architectures else
+                     f"default task of model_type {model_type!r} "
+                     f"(architectures {architectures} name no task of it)")
 
 
 def resolve_task(config: Any, task: str | None) -> tuple[str, str]:
@@ -166,8 +200,7 @@ def resolve_task(config: Any, task: str | None) -> tuple[str, str]:
     tasks = tasks_for(model_type)
     if name not in tasks:
         have = f"its tasks: {', '.join(tasks)}" if tasks else (
-            f"onnxport supports no task for it; supported model types: "
-            f"{', '.join(sorted(SUPPORTED))}")
+            "transformers' AutoModel* mappings list no task onnxport exports for it")
         raise UnsupportedTaskError(
             f"task {name!r} is not available for model_type {model_type!r}; {have}")
     return name, "given with --task"

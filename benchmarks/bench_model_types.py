@@ -1,0 +1,334 @@
+"""Every model type transformers can build from a shrunk config, exported by its default task.
+
+    python benchmarks/bench_model_types.py [--only llama,vit] [--limit N] [--all-tasks]
+        [--optimum] [--optimum-minutes 15] [--cli] [--timeout 120] [--out FILE.md]
+
+For each model type of transformers' CONFIG_MAPPING_NAMES: its config class with defaults,
+shrunk (hidden size 32, 2 layers, 4 heads, 2 key/value heads, vocabulary 99, intermediate
+size 64, image size 32, and the same in its sub-configs), a tiny checkpoint with random
+weights saved with save_pretrained (the base AutoModel class, or the first Auto class that
+lists the type), and onnxport's export of the task it detects from that architecture
+(`export_checkpoint` in this process, or `onnxport export --model` with --cli), validated
+(ONNX Runtime == eager). Types whose config cannot be built or shrunk (remote backbones,
+missing optional packages, more than 20M parameters after shrinking) are skipped with the
+reason. --all-tasks also exports every other task onnxport lists for the type (a checkpoint
+per Auto class). --optimum runs optimum-cli on the same checkpoint and task (in the client
+venv of tests/cli_tasks, as bench_cli.py finds it) for --optimum-minutes at most.
+
+Prints a markdown report: pass counts, and per type the task, the result, seconds and error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "src"), str(REPO), str(Path(__file__).parent)]
+
+_SIZES = {
+    **dict.fromkeys(["hidden_size", "d_model", "n_embd", "dim", "embed_dim", "embedding_size",
+                     "projection_dim", "word_embed_proj_dim"], 32),
+    **dict.fromkeys(["num_hidden_layers", "n_layer", "num_layers", "encoder_layers",
+                     "decoder_layers", "num_decoder_layers", "n_layers"], 2),
+    **dict.fromkeys(["num_attention_heads", "n_head", "encoder_attention_heads",
+                     "decoder_attention_heads", "num_heads", "n_heads"], 4),
+    "num_key_value_heads": 2,
+    **dict.fromkeys(["intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim",
+                     "d_ff", "hidden_dim", "n_inner"], 64),
+    "head_dim": 8, "d_kv": 8, "vocab_size": 99, "image_size": 32, "patch_size": 8,
+    **dict.fromkeys(["rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"], 8),
+    **dict.fromkeys(["kv_lora_rank", "q_lora_rank"], 16),
+}
+MAX_PARAMS = 20_000_000
+
+
+_DERIVED_KEYS = ("layer_types", "stage_names", "out_features", "out_indices", "mlp_layer_types",
+                 "attn_layer_indices", "full_attn_idxs", "layers_block_type")
+
+
+def shrunk_kwargs(config: Any, depth: int = 0) -> dict[str, Any]:
+    """Constructor arguments that shrink `config` (sub-configs as shrunk dicts).
+
+    Lists derived from the number of layers (layer types, backbone stages) are left out, for
+    the constructor to derive them again from the shrunk sizes.
+    """
+    from transformers import PretrainedConfig
+
+    kwargs: dict[str, Any] = {}
+    for key, value in _SIZES.items():
+        current = getattr(config, key, None)
+        if isinstance(current, int) and not isinstance(current, bool) and current > value:
+            kwargs[key] = value
+    if getattr(config, "hidden_sizes", None):
+        kwargs.pop("hidden_size", None)  # the last stage's width: derived from hidden_sizes
+    if getattr(config, "depths", None):
+        kwargs.pop("num_hidden_layers", None)  # the number of stages: len(depths)
+        kwargs.pop("num_layers", None)
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
+                "sep_token_id", "cls_token_id"):
+        current = getattr(config, key, None)
+        if isinstance(current, int) and current >= 99:
+            kwargs[key] = 2
+    if depth < 2:
+        for key, value in list(vars(config).items()):
+            if isinstance(value, PretrainedConfig):
+                sub = value.to_dict()
+                inner = shrunk_kwargs(value, depth + 1)
+                if inner:
+                    for derived in _DERIVED_KEYS:
+                        sub.pop(derived, None)
+                    sub.update(inner)
+                    kwargs[key] = sub
+    return kwargs
+
+
+def shrunk_config(model_type: str) -> Any:
+    """The config of `model_type` with defaults, shrunk (see `shrunk_kwargs`)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    cls = CONFIG_MAPPING[model_type]
+    return cls(**shrunk_kwargs(cls()))
+
+
+def checkpoint_class(model_type: str) -> tuple[str, str]:
+    """(Auto class, task) of the tiny checkpoint: the base model where there is one."""
+    from onnxport.tasks.derive import auto_class, derived_tasks
+
+    tasks = derived_tasks(model_type)
+    task = "feature-extraction" if "feature-extraction" in tasks else (tasks[0] if tasks
+                                                                       else "")
+    return (auto_class(model_type, task) if task else "AutoModel"), task
+
+
+def build(model_type: str, folder: Path, auto: str) -> str:
+    """Save a tiny `auto` checkpoint of `model_type` into folder; '' or why not."""
+    import torch
+    import transformers
+
+    try:
+        config = shrunk_config(model_type)
+        torch.manual_seed(0)
+        with contextlib.redirect_stderr(io.StringIO()):
+            model = getattr(transformers, auto).from_config(config)
+    except Exception as e:
+        return f"cannot build: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+    n = sum(p.numel() for p in model.parameters())
+    if n > MAX_PARAMS:
+        return f"not shrunk: {n / 1e6:.0f}M parameters"
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            model.save_pretrained(str(folder))
+    except Exception as e:
+        return f"cannot save: {type(e).__name__}: {str(e)[:160]}"
+    return ""
+
+
+def transformers_dir() -> str:
+    import transformers
+
+    return str(Path(transformers.__file__).parent)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _Timeout()
+
+
+def run_onnxport(ck: Path, out: Path, task: str | None, timeout: int,
+                 cli: bool) -> tuple[bool, float, str, str]:
+    """(ok, seconds, task, error) of onnxport's export of `ck`."""
+    start = time.perf_counter()
+    if cli:
+        cmd = [sys.executable, "-m", "onnxport.cli", "export", "--model", str(ck), str(out),
+               "--overwrite", *(["--task", task] if task else [])]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False, time.perf_counter() - start, task or "", f"timeout {timeout}s"
+        seconds = time.perf_counter() - start
+        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("task: ")), "")
+        got = line.split()[1] if line else (task or "")
+        error = proc.stderr.strip().splitlines()[-1] if proc.returncode else ""
+        return proc.returncode == 0, seconds, got, error
+    from onnxport.tasks import checkpoint, export_checkpoint, registry
+
+    with contextlib.suppress(Exception):
+        task = task or registry.detect_task(checkpoint.load_config(ck))[0]
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(timeout)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            result = export_checkpoint(ck, out, task, overwrite=True)
+        return result.ok, time.perf_counter() - start, result.task, ""
+    except _Timeout:
+        return False, time.perf_counter() - start, task or "", f"timeout {timeout}s"
+    except Exception as e:
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        message = str(e).splitlines()[0][:220] if str(e) else ""
+        return (False, time.perf_counter() - start, task or "",
+                f"{type(e).__name__}: {message} ({Path(where.filename).name}:{where.lineno})"
+                .replace(str(Path(transformers_dir()).parent) + "/", ""))
+    finally:
+        signal.alarm(0)
+
+
+def run_optimum(optimum_cli: Path, ck: Path, out: Path, task: str,
+                timeout: int) -> tuple[bool, float, str]:
+    """(ok, seconds, error) of optimum-cli's export (and its validation) of `ck`."""
+    start = time.perf_counter()
+    cmd = [str(optimum_cli), "export", "onnx", "--model", str(ck), "--task", task, str(out)]
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return False, time.perf_counter() - start, f"timeout {timeout}s"
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    error = "" if proc.returncode == 0 else (lines[-1][:220] if lines else "failed")
+    return proc.returncode == 0, time.perf_counter() - start, error
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="")
+    parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--all-tasks", action="store_true")
+    parser.add_argument("--optimum", action="store_true")
+    parser.add_argument("--optimum-minutes", type=float, default=15.0)
+    parser.add_argument("--cli", action="store_true", help="onnxport as a subprocess")
+    parser.add_argument("--timeout", type=int, default=120)
+    parser.add_argument("--out", default="")
+    ns = parser.parse_args()
+
+    import warnings
+
+    warnings.simplefilter("ignore")
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    from onnxport.tasks.registry import SUPPORTED, tasks_for
+
+    transformers.logging.set_verbosity_error()
+    types = ns.only.split(",") if ns.only else sorted(CONFIG_MAPPING_NAMES)
+    if ns.limit:
+        types = types[:ns.limit]
+    optimum_cli = None
+    if ns.optimum:
+        from bench_cli import client_venv
+
+        optimum_cli = client_venv() / "bin" / "optimum-cli"
+        if not optimum_cli.is_file():
+            print(f"no optimum-cli at {optimum_cli}", file=sys.stderr)
+            return 2
+    optimum_deadline = time.monotonic() + 60 * ns.optimum_minutes
+    root = Path(tempfile.mkdtemp(prefix="bench-model-types-"))
+    rows: list[dict[str, Any]] = []
+    skipped: list[tuple[str, str]] = []
+    try:
+        for model_type in types:
+            auto, _ = checkpoint_class(model_type)
+            if not tasks_for(model_type):
+                skipped.append((model_type, "no task: transformers' Auto mappings list none "
+                                            "onnxport or optimum exports"))
+                continue
+            ck = root / model_type
+            why = build(model_type, ck, auto)
+            if why:
+                skipped.append((model_type, why))
+                continue
+            jobs: list[tuple[str | None, Path]] = [(None, ck)]
+            if ns.all_tasks:
+                for task in tasks_for(model_type):
+                    jobs.append((task, ck))
+            done_tasks: set[str] = set()
+            for task, folder in jobs:
+                if task is not None and task in done_tasks:
+                    continue
+                if task is not None:
+                    from onnxport.tasks.registry import plan
+
+                    task_auto = plan(model_type, task)[1]
+                    if task_auto != auto:
+                        folder = root / f"{model_type}--{task}"
+                        if not folder.exists() and build(model_type, folder, task_auto):
+                            continue
+                out = root / "out" / f"{model_type}--{task or 'default'}"
+                ok, seconds, got, error = run_onnxport(folder, out, task, ns.timeout, ns.cli)
+                done_tasks.add(got)
+                row = {"type": model_type, "task": got, "default": task is None, "ok": ok,
+                       "seconds": seconds, "error": error,
+                       "listed": model_type in SUPPORTED}
+                if optimum_cli is not None and got and time.monotonic() < optimum_deadline:
+                    o_ok, o_sec, o_err = run_optimum(optimum_cli, folder,
+                                                     root / "optimum" / out.name, got,
+                                                     ns.timeout)
+                    row.update(optimum_ok=o_ok, optimum_seconds=o_sec, optimum_error=o_err)
+                rows.append(row)
+                shutil.rmtree(out, ignore_errors=True)
+                print(f"{model_type:32} {got:34} {'ok' if ok else 'FAIL'} {seconds:6.1f}s "
+                      f"{error[:120]}"
+                      + (f" | optimum {'ok' if row['optimum_ok'] else 'FAIL'} "
+                         f"{row['optimum_seconds']:.1f}s {row['optimum_error'][:80]}"
+                         if "optimum_ok" in row else ""), file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    report = _report(rows, skipped, len(types), ns)
+    print(report)
+    if ns.out:
+        Path(ns.out).write_text(report)
+    return 0
+
+
+def _report(rows: list[dict[str, Any]], skipped: list[tuple[str, str]], total: int,
+            ns: argparse.Namespace) -> str:
+    default = [r for r in rows if r["default"]]
+    lines = [f"# onnxport export on every model type ({time.strftime('%Y-%m-%d')})", "",
+             f"{total} model types in CONFIG_MAPPING_NAMES; {len(default)} built as tiny "
+             f"checkpoints, {len(skipped)} skipped (reasons below). onnxport "
+             f"{'as a subprocess (onnxport export --model)' if ns.cli else 'in process (export_checkpoint)'}.",
+             "",
+             "| | default task | all tasks |", "|---|---|---|",
+             f"| onnxport exports and validates | {sum(r['ok'] for r in default)} / "
+             f"{len(default)} | {sum(r['ok'] for r in rows)} / {len(rows)} |"]
+    both = [r for r in rows if "optimum_ok" in r]
+    if both:
+        bd = [r for r in both if r["default"]]
+        lines.append(f"| on the {len(both)} exports optimum-cli also ran: onnxport | "
+                     f"{sum(r['ok'] for r in bd)} / {len(bd)} | "
+                     f"{sum(r['ok'] for r in both)} / {len(both)} |")
+        lines.append(f"| optimum-cli (same checkpoints and tasks) | "
+                     f"{sum(r['optimum_ok'] for r in bd)} / {len(bd)} | "
+                     f"{sum(r['optimum_ok'] for r in both)} / {len(both)} |")
+    lines += ["", "| model type | task | listed family | onnxport | s | error |"
+              + (" optimum-cli | s | error |" if both else ""),
+              "|---|---|---|---|---|---|" + ("---|---|---|" if both else "")]
+    for r in rows:
+        line = (f"| {r['type']} | {r['task']}{'' if r['default'] else ' (extra)'} | "
+                f"{'yes' if r['listed'] else ''} | {'ok' if r['ok'] else 'FAIL'} | "
+                f"{r['seconds']:.1f} | {r['error'].replace('|', '/')} |")
+        if both:
+            line += (f" {('ok' if r['optimum_ok'] else 'FAIL') if 'optimum_ok' in r else ''} |"
+                     f" {r.get('optimum_seconds', 0):.1f} |"
+                     f" {r.get('optimum_error', '').replace('|', '/')} |")
+        lines.append(line)
+    lines += ["", "## Skipped", "", "| model type | reason |", "|---|---|"]
+    lines += [f"| {t} | {why.replace('|', '/')} |" for t, why in skipped]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

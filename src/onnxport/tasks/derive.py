@@ -1,0 +1,356 @@
+"""Tasks and graphs derived from transformers itself, for model types without explicit code.
+
+A model type supports a task when the task's `AutoModelFor*` mapping in
+`transformers.models.auto.modeling_auto` lists it (the same rule optimum's TasksManager
+applies). The graph of a single-file task is built from the model's forward signature, its
+`main_input_name` and its config: ids and masks for text, pixel values at `image_size` for
+vision, raw audio or mel features for speech. Input, output and dim names are optimum's.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any
+
+import torch
+
+from onnxport.tasks.graphs import TEXT_FIELDS
+
+__all__ = ["DERIVED_TASKS", "architecture_task", "auto_class", "derived_family",
+           "derived_graphs", "derived_tasks"]
+
+# task -> (modeling_auto mapping, Auto class) pairs, tried in order. Tasks are listed most
+# specific first: an architecture class found in several mappings gets the first task.
+_MAPPINGS: dict[str, tuple[tuple[str, str], ...]] = {
+    "text2text-generation": (("SEQ_TO_SEQ_CAUSAL_LM", "AutoModelForSeq2SeqLM"),),
+    "automatic-speech-recognition": (("SPEECH_SEQ_2_SEQ", "AutoModelForSpeechSeq2Seq"),
+                                     ("CTC", "AutoModelForCTC")),
+    "text-generation": (("CAUSAL_LM", "AutoModelForCausalLM"),),
+    "fill-mask": (("MASKED_LM", "AutoModelForMaskedLM"),),
+    "text-classification": (("SEQUENCE_CLASSIFICATION", "AutoModelForSequenceClassification"),),
+    "token-classification": (("TOKEN_CLASSIFICATION", "AutoModelForTokenClassification"),),
+    "question-answering": (("QUESTION_ANSWERING", "AutoModelForQuestionAnswering"),),
+    "multiple-choice": (("MULTIPLE_CHOICE", "AutoModelForMultipleChoice"),),
+    "image-classification": (("IMAGE_CLASSIFICATION", "AutoModelForImageClassification"),),
+    "object-detection": (("OBJECT_DETECTION", "AutoModelForObjectDetection"),),
+    "semantic-segmentation": (("SEMANTIC_SEGMENTATION", "AutoModelForSemanticSegmentation"),),
+    "depth-estimation": (("DEPTH_ESTIMATION", "AutoModelForDepthEstimation"),),
+    "masked-im": (("MASKED_IMAGE_MODELING", "AutoModelForMaskedImageModeling"),),
+    "audio-classification": (("AUDIO_CLASSIFICATION", "AutoModelForAudioClassification"),),
+    "audio-frame-classification": (("AUDIO_FRAME_CLASSIFICATION",
+                                    "AutoModelForAudioFrameClassification"),),
+    "audio-xvector": (("AUDIO_XVECTOR", "AutoModelForAudioXVector"),),
+    "zero-shot-image-classification": (("ZERO_SHOT_IMAGE_CLASSIFICATION",
+                                        "AutoModelForZeroShotImageClassification"),),
+    "feature-extraction": (("", "AutoModel"),),
+}
+DERIVED_TASKS = tuple(_MAPPINGS)
+
+# The output fields of each single-graph task (optimum's output names).
+_FIELDS = {
+    **TEXT_FIELDS,
+    "text-generation": ["logits"],
+    "image-classification": ["logits"],
+    "object-detection": ["logits", "pred_boxes"],
+    "semantic-segmentation": ["logits"],
+    "depth-estimation": ["predicted_depth"],
+    "masked-im": ["reconstruction"],
+    "audio-classification": ["logits"],
+    "audio-frame-classification": ["logits"],
+    "audio-xvector": ["logits", "embeddings"],
+    "automatic-speech-recognition": ["logits"],
+}
+
+
+@functools.cache
+def _mapping(name: str) -> dict[str, Any]:
+    from transformers.models.auto import modeling_auto
+
+    return dict(getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES" if name
+                        else "MODEL_MAPPING_NAMES"))
+
+
+def _found(task: str, model_type: str) -> tuple[str, str] | None:
+    """(mapping, Auto class) of the first of `task`'s mappings that lists `model_type`."""
+    return next(((m, cls) for m, cls in _MAPPINGS[task] if model_type in _mapping(m)), None)
+
+
+def _is_decoder_only(model_type: str) -> bool:
+    # Encoders (BERT's ForCausalLM head) and encoder-decoders also list a causal LM class.
+    return (model_type in _mapping("CAUSAL_LM") and model_type not in _mapping("MASKED_LM")
+            and model_type not in _mapping("SEQ_TO_SEQ_CAUSAL_LM")
+            and model_type not in _mapping("SPEECH_SEQ_2_SEQ"))
+
+
+@functools.cache
+def derived_tasks(model_type: str) -> tuple[str, ...]:
+    """optimum's task names `model_type` supports by transformers' Auto mappings."""
+    tasks: list[str] = []
+    for task in _MAPPINGS:
+        if _found(task, model_type) is None:
+            continue
+        if task == "text-generation":
+            if _is_decoder_only(model_type):
+                tasks += ["text-generation-with-past", task]
+        elif task == "text2text-generation":
+            tasks += ["text2text-generation-with-past", task]
+        else:
+            tasks.append(task)
+    return tuple(tasks)
+
+
+def architecture_task(model_type: str, architecture: str) -> str | None:
+    """The task whose Auto mapping names `architecture` for `model_type` (-with-past where
+    there is one, as optimum's default), or None."""
+    tasks = derived_tasks(model_type)
+    for task in _MAPPINGS:
+        found = _found(task, model_type)
+        if found is None:
+            continue
+        classes = _mapping(found[0])[model_type]
+        if architecture in ((classes,) if isinstance(classes, str) else tuple(classes)):
+            with_past = f"{task}-with-past"
+            return with_past if with_past in tasks else (task if task in tasks else None)
+    return None
+
+
+def auto_class(model_type: str, task: str) -> str:
+    """The transformers Auto class that loads `model_type` for `task`."""
+    found = _found(task.removesuffix("-with-past"), model_type)
+    return found[1] if found else "AutoModel"
+
+
+def derived_family(model_type: str, task: str) -> str:
+    """The graph family that exports a derived task: an explicit family where its inputs
+    cannot be derived from one forward call (a cache, two files, two towers), else
+    "derived"."""
+    if task == "text-generation-with-past":
+        return "decoder"
+    if task.startswith("text2text-generation"):
+        return "seq2seq"
+    if task == "automatic-speech-recognition" and model_type in _mapping("SPEECH_SEQ_2_SEQ"):
+        return "speech-seq2seq"
+    if task == "zero-shot-image-classification" or (
+            task == "feature-extraction" and _text_and_image(model_type)):
+        return "clip"  # the text and image embeddings, as optimum's CLIP-like configs
+    return "derived"
+
+
+def _text_and_image(model_type: str) -> bool:
+    """Whether the base model of `model_type` is two towers, text and image, projected into
+    one embedding space (not a language model reading images)."""
+    import transformers
+
+    if model_type in _mapping("ZERO_SHOT_IMAGE_CLASSIFICATION"):
+        return True
+    name = _mapping("").get(model_type)
+    cls = getattr(transformers, name, None) if isinstance(name, str) else None
+    if cls is None or not hasattr(cls, "forward"):
+        return False
+    params = inspect.signature(cls.forward).parameters
+    if "input_ids" not in params or "pixel_values" not in params:
+        return False
+    try:
+        return hasattr(cls.config_class(), "projection_dim")
+    except Exception:  # a config that cannot be built from defaults
+        return False
+
+
+# -- graphs ----------------------------------------------------------------------------------
+
+class _Forward(torch.nn.Module):
+    """Calls the model with its inputs by keyword and returns the named output fields.
+
+    `forward` takes the graph's inputs positionally under their own names (its signature is
+    set per instance's class), so that torch.export names and binds them.
+    """
+
+    def __init__(self, model: torch.nn.Module, names: list[str], fields: list[str],
+                 fixed: dict[str, Any]) -> None:
+        super().__init__()
+        self.model, self.names, self.fields, self.fixed = model, names, fields, fixed
+
+    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = self.model(**dict(zip(self.names, args)), **self.fixed)
+        return tuple(getattr(out, f) for f in self.fields)
+
+
+def _wrapper(model: torch.nn.Module, names: list[str], fields: list[str],
+             fixed: dict[str, Any]) -> _Forward:
+    def forward(self: _Forward, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return _Forward.forward(self, *args)
+
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("self", kind)] + [inspect.Parameter(n, kind) for n in names])
+    cls = type(f"{type(model).__name__}Graph", (_Forward,), {"forward": forward})
+    return cls(model, names, fields, fixed).eval()
+
+
+def _params(model: torch.nn.Module) -> set[str]:
+    return set(inspect.signature(model.forward).parameters)
+
+
+def derived_graphs(model: Any, task: str, batch: int, seq: int) -> list[Any]:
+    """The single graph (model.onnx) of `task` for `model`, from its forward signature."""
+    from onnxport.tasks.graphs import GraphSpec
+
+    params = _params(model)
+    fixed = {"use_cache": False} if "use_cache" in params else {}
+    if "return_dict" in params:
+        fixed["return_dict"] = True
+    main = getattr(model, "main_input_name", "input_ids")
+    if task == "feature-extraction" and "decoder_input_ids" in params:
+        names, dims, make, shapes = _seq2seq_inputs(model, main, batch, seq)
+    elif main == "input_ids":
+        names, dims, make, shapes = _text_inputs(model, params, task, batch, seq)
+    elif main == "pixel_values":
+        names, dims, make, shapes = _vision_inputs(model, batch)
+    elif main in ("input_values", "input_features"):
+        names, dims, make, shapes = _audio_inputs(model, main, batch)
+    else:
+        from onnxport.tasks.errors import UnsupportedTaskError
+
+        raise UnsupportedTaskError(
+            f"onnxport cannot derive the inputs of {type(model).__name__} (main input "
+            f"{main!r}) for {task}")
+    fields = _FIELDS[task]
+    return [GraphSpec("model.onnx", _wrapper(model, names, fields, fixed), names, fields,
+                      dims, make, shapes)]
+
+
+def _float_dtype(model: Any) -> torch.dtype:
+    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+
+
+def _text_inputs(model: Any, params: set[str], task: str, batch: int, seq: int) -> Any:
+    from onnxport.tasks.graphs import _ids, _mask, decoder_uses_position_ids
+
+    config = model.config
+    decoder = _is_decoder_only(config.model_type)
+    types = int(getattr(config, "type_vocab_size", 0) or 0)
+    names = ["input_ids"] + (["attention_mask"] if "attention_mask" in params else [])
+    # One token type (RoBERTa's family) makes the input a constant: optimum leaves it out.
+    if "token_type_ids" in params and types > 1 and not decoder:
+        names.append("token_type_ids")
+    if decoder and "position_ids" in params and decoder_uses_position_ids(config):
+        names.append("position_ids")
+    max_pos = int(getattr(config, "max_position_embeddings", 0) or 0)
+    seq = min(seq, max_pos - 6) if max_pos > 12 else seq
+    choice = task == "multiple-choice"
+    axes = ({0: "batch_size", 1: "num_choices", 2: "sequence_length"} if choice
+            else {0: "batch_size", 1: "sequence_length"})
+    choices = 2
+
+    def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
+        b, s = shape["batch_size"], shape["sequence_length"]
+        rows = b * choices if choice else b
+        feeds = {"input_ids": _ids(config, rows, s)}
+        if "attention_mask" in names:
+            feeds["attention_mask"] = _mask(rows, s, pad=not decoder)
+        if "token_type_ids" in names:
+            feeds["token_type_ids"] = (torch.randint(0, types, (rows, s)) if types > 1
+                                       else torch.zeros(rows, s, dtype=torch.long))
+        if "position_ids" in names:
+            feeds["position_ids"] = torch.arange(s).repeat(rows, 1)
+        if choice:
+            feeds = {k: v.reshape(b, choices, s) for k, v in feeds.items()}
+        return feeds
+
+    return (names, {n: dict(axes) for n in names}, make,
+            [{"batch_size": batch, "sequence_length": seq},
+             {"batch_size": batch + 1, "sequence_length": seq + 5}])
+
+
+def _seq2seq_inputs(model: Any, main: str, batch: int, seq: int) -> Any:
+    """optimum's single-file seq2seq graph for feature-extraction: encoder inputs and
+    decoder_input_ids -> the decoder's last_hidden_state."""
+    from onnxport.tasks.graphs import _ids, _mask
+
+    config = model.config
+    speech = main == "input_features"
+    if speech:
+        bins = int(getattr(config, "num_mel_bins", 80))
+        frames = 2 * int(getattr(config, "max_source_positions", 32))
+        names = ["input_features", "decoder_input_ids"]
+        dims = {"input_features": {0: "batch_size"},
+                "decoder_input_ids": {0: "batch_size", 1: "decoder_sequence_length"}}
+    else:
+        names = ["input_ids", "attention_mask", "decoder_input_ids"]
+        enc = {0: "batch_size", 1: "encoder_sequence_length"}
+        dims = {"input_ids": enc, "attention_mask": dict(enc),
+                "decoder_input_ids": {0: "batch_size", 1: "decoder_sequence_length"}}
+    dtype = _float_dtype(model)
+    decoder_config = getattr(config, "decoder", config)
+
+    def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
+        b, e, d = (shape["batch_size"], shape["encoder_sequence_length"],
+                   shape["decoder_sequence_length"])
+        feeds = ({"input_features": torch.randn(b, bins, frames).to(dtype)} if speech else
+                 {"input_ids": _ids(config, b, e), "attention_mask": _mask(b, e)})
+        feeds["decoder_input_ids"] = _ids(decoder_config, b, d)
+        return feeds
+
+    return names, dims, make, [
+        {"batch_size": batch, "encoder_sequence_length": seq, "decoder_sequence_length": 5},
+        {"batch_size": batch + 1, "encoder_sequence_length": seq + 4,
+         "decoder_sequence_length": 3}]
+
+
+def _vision_inputs(model: Any, batch: int) -> Any:
+    config = model.config
+    vision = getattr(config, "vision_config", None) or config
+    size = getattr(vision, "image_size", None) or 224
+    height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    channels = int(getattr(vision, "num_channels", 3) or 3)
+    dtype = _float_dtype(model)
+
+    def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
+        return {"pixel_values": torch.rand(shape["batch_size"], channels, height,
+                                           width).to(dtype)}
+
+    return (["pixel_values"], {"pixel_values": {0: "batch_size"}}, make,
+            [{"batch_size": batch}, {"batch_size": batch + 1}])
+
+
+def _audio_inputs(model: Any, main: str, batch: int) -> Any:
+    config = model.config
+    dtype = _float_dtype(model)
+    bins = getattr(config, "num_mel_bins", None)
+    if main == "input_values" and bins and getattr(config, "max_length", None):
+        # A spectrogram transformer: (batch, max_length frames, mel bins), fixed frames.
+        length = int(config.max_length)
+
+        def make_spec(shape: dict[str, int]) -> dict[str, torch.Tensor]:
+            return {main: torch.randn(shape["batch_size"], length, int(bins)).to(dtype)}
+
+        return ([main], {main: {0: "batch_size"}}, make_spec,
+                [{"batch_size": batch}, {"batch_size": batch + 1}])
+    if main == "input_features" and bins and getattr(config, "max_source_positions", None):
+        # Whisper's encoder: (batch, mel bins, 2 * max_source_positions frames), fixed frames.
+        frames = 2 * int(config.max_source_positions)
+
+        def make_mels(shape: dict[str, int]) -> dict[str, torch.Tensor]:
+            return {main: torch.randn(shape["batch_size"], int(bins), frames).to(dtype)}
+
+        return ([main], {main: {0: "batch_size"}}, make_mels,
+                [{"batch_size": batch}, {"batch_size": batch + 1}])
+    if main == "input_features":
+        size = int(bins or getattr(config, "feature_size", None) or
+                   getattr(config, "input_feat_per_channel", 80))
+
+        def make_features(shape: dict[str, int]) -> dict[str, torch.Tensor]:
+            return {main: torch.randn(shape["batch_size"], shape["sequence_length"],
+                                      size).to(dtype)}
+
+        return ([main], {main: {0: "batch_size", 1: "sequence_length"}}, make_features,
+                [{"batch_size": batch, "sequence_length": 64},
+                 {"batch_size": batch + 1, "sequence_length": 80}])
+
+    def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
+        return {main: torch.randn(shape["batch_size"], shape["sequence_length"]).to(dtype)}
+
+    return ([main], {main: {0: "batch_size", 1: "sequence_length"}}, make,
+            [{"batch_size": batch, "sequence_length": 400},
+             {"batch_size": batch + 1, "sequence_length": 560}])
