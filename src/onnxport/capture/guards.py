@@ -14,7 +14,8 @@ ranges cannot prove), and they hold for nearly every size. `pinning_guards` keep
 that *pin* a dim: those that fail for most sizes in the dims' ranges and for every size far
 above them (sampled), which is what a specialisation is; a periodic condition such as
 `size % 8 == 0` is a constraint, not a pin, and so is a relation between dims (two inputs'
-batches being equal). The capture reports them as what they are, a dim the model's code
+batches being equal). A guard on a dim whose example size is 0 or 1 is left to the
+size-oblivious capture that recorded it, which computes the general path on purpose. The capture reports them as what they are, a dim the model's code
 does not let be dynamic.
 """
 
@@ -75,6 +76,12 @@ def pinning_guards(program: torch.export.ExportedProgram) -> list[UnenforcedGuar
         if bound.lower == bound.upper == sympy.true or not _pins(expr, env.var_to_range):
             continue
         sloc = str(getattr(guard, "sloc", "") or "").strip("()")
+        hint = env.var_to_val.get(next(iter(free)))
+        if hint is not None and int(hint) in (0, 1):
+            # The example's size is 0 or 1: a capture treating such sizes like any other
+            # (size-oblivious, as torch.onnx captures) leaves their guards unenforced by
+            # design, and the program computes the general path.
+            continue
         found.append(UnenforcedGuard(str(expr), sloc, frozenset(str(s) for s in free)))
     return found
 
