@@ -27,7 +27,13 @@ from onnxport.capture.decompose import (
     decompose_node,
     decomposition_for,
 )
-from onnxport.capture.guards import UnenforcedGuard, pinned_axes, pinning_guards, with_static_axes
+from onnxport.capture.guards import (
+    UnenforcedGuard,
+    pinned_axes,
+    pinning_guards,
+    user_input_values,
+    with_static_axes,
+)
 from onnxport.capture.inplace import effective_target
 from onnxport.capture.kernels import capture_kernels
 from onnxport.capture.library_patches import library_patches
@@ -247,9 +253,7 @@ def _unpin(program: torch.export.ExportedProgram, pinned: list[UnenforcedGuard],
     """Capture again with the dims `pinned` guards read made static (capture/guards.py):
     (program, strategy, the spec used, why). Raises CaptureError when that fails too."""
     static = pinned_axes(program, pinned)
-    names = [s.arg.name for s in program.graph_signature.input_specs
-             if s.kind is torch.export.graph_signature.InputKind.USER_INPUT
-             and hasattr(s.arg, "name")]
+    names = [name for name, _ in user_input_values(program)]
     conditions = []
     for guard in pinned:
         text = guard.condition
@@ -275,16 +279,8 @@ def _unpin(program: torch.export.ExportedProgram, pinned: list[UnenforcedGuard],
 
 def _dynamic_dims(program: torch.export.ExportedProgram) -> int:
     """How many dims of the user inputs are symbolic in `program`."""
-    user = torch.export.graph_signature.InputKind.USER_INPUT
-    names = {s.arg.name for s in program.graph_signature.input_specs
-             if s.kind is user and hasattr(s.arg, "name")}
-    count = 0
-    for node in program.graph.nodes:
-        val = node.meta.get("val") if node.op == "placeholder" and node.name in names else None
-        if isinstance(val, torch.Tensor):
-            count += sum(1 for d in val.shape
-                         if isinstance(d, torch.SymInt) and not d.node.expr.is_number)
-    return count
+    return sum(1 for _, val in user_input_values(program) if isinstance(val, torch.Tensor)
+               for d in val.shape if isinstance(d, torch.SymInt) and not d.node.expr.is_number)
 
 
 def _export(module: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any] | None,

@@ -43,16 +43,21 @@ _SAMPLES = 64
 _STATIC = torch.export.Dim.STATIC
 
 
+def user_input_values(program: torch.export.ExportedProgram) -> list[tuple[str, Any]]:
+    """(placeholder name, example value) of each user input, in order (no weights)."""
+    user = torch.export.graph_signature.InputKind.USER_INPUT
+    names = [s.arg.name for s in program.graph_signature.input_specs
+             if s.kind is user and hasattr(s.arg, "name")]
+    nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    return [(name, nodes[name].meta.get("val") if name in nodes else None) for name in names]
+
+
 def pinning_guards(program: torch.export.ExportedProgram) -> list[UnenforcedGuard]:
     """The guards on the user inputs' symbolic dims that their ranges do not imply and that
     hold for a few sizes only."""
-    user = torch.export.graph_signature.InputKind.USER_INPUT
-    names = {s.arg.name for s in program.graph_signature.input_specs
-             if s.kind is user and hasattr(s.arg, "name")}
     symbols: set[sympy.Symbol] = set()
     env = None
-    for node in program.graph.nodes:
-        val = node.meta.get("val") if node.op == "placeholder" and node.name in names else None
+    for _, val in user_input_values(program):
         if not isinstance(val, torch.Tensor):
             continue
         for d in val.shape:
@@ -136,13 +141,8 @@ def pinned_axes(program: torch.export.ExportedProgram, guards: list[UnenforcedGu
                 ) -> dict[int, dict[int, str]]:
     """{user input position: {axis: symbol}} for the input dims the guards read."""
     wanted = set().union(*(g.symbols for g in guards)) if guards else set()
-    user = torch.export.graph_signature.InputKind.USER_INPUT
-    names = [s.arg.name for s in program.graph_signature.input_specs
-             if s.kind is user and hasattr(s.arg, "name")]
-    nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     axes: dict[int, dict[int, str]] = {}
-    for position, name in enumerate(names):
-        val = nodes[name].meta.get("val") if name in nodes else None
+    for position, (_, val) in enumerate(user_input_values(program)):
         if not isinstance(val, torch.Tensor):
             continue
         for axis, d in enumerate(val.shape):
