@@ -59,31 +59,34 @@ def cache_input_names(num_layers: int, *, with_position_ids: bool = False) -> li
     return [*names, "position_ids"] if with_position_ids else names
 
 
-def cache_output_names(num_layers: int) -> list[str]:
-    """Graph output names: logits, then present.{i}.key / .value.
+def cache_output_names(num_layers: int, field: str = "logits") -> list[str]:
+    """Graph output names: `field` (logits, or a base model's last_hidden_state), then
+    present.{i}.key / .value.
 
     Example:
         >>> cache_output_names(1)
         ['logits', 'present.0.key', 'present.0.value']
     """
-    names = ["logits"]
+    names = [field]
     for i in range(num_layers):
         names += [f"present.{i}.key", f"present.{i}.value"]
     return names
 
 
 class DecoderWithCache(torch.nn.Module):
-    """A transformers causal LM whose cache goes in and out as tensors.
+    """A transformers causal LM (or its base model) whose cache goes in and out as tensors.
 
     forward(input_ids, attention_mask, past_key_values, position_ids=None) takes
     past_key_values as a list of (key, value) tuples, one per layer, each
-    [batch, kv_heads, past_sequence, head_dim], and returns (logits, present) with present a
-    flat list [key 0, value 0, key 1, value 1, ...].
+    [batch, kv_heads, past_sequence, head_dim], and returns (the output `field`, present)
+    with present a flat list [key 0, value 0, key 1, value 1, ...]. `field` is "logits" for
+    a causal LM, "last_hidden_state" for a base model.
     """
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, field: str = "logits") -> None:
         super().__init__()
         self.model = model
+        self.field = field
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 past_key_values: Sequence[tuple[torch.Tensor, torch.Tensor]],
@@ -97,7 +100,7 @@ class DecoderWithCache(torch.nn.Module):
         present: list[torch.Tensor] = []
         for layer in out.past_key_values.layers:
             present += [layer.keys, layer.values]
-        return out.logits, present
+        return getattr(out, self.field), present
 
 
 def _cache_geometry(config: Any) -> tuple[int, int, int]:
@@ -160,7 +163,7 @@ OPTIMUM_DIM_NAMES = {"batch": "batch_size", "sequence": "sequence_length",
 def export_decoder_with_cache(model: torch.nn.Module, *, batch: int = 2, sequence: int = 3,
                               past_sequence: int = 4, with_position_ids: bool = False,
                               dim_names: dict[str, str] | None = None,
-                              dynamic: bool = True,
+                              dynamic: bool = True, field: str = "logits",
                               **export_kwargs: Any) -> ONNXProgram:
     """Export a transformers causal LM with its key/value cache as graph inputs and outputs.
 
@@ -179,6 +182,8 @@ def export_decoder_with_cache(model: torch.nn.Module, *, batch: int = 2, sequenc
             `total_sequence` (the mask's length); missing keys keep those names.
             `OPTIMUM_DIM_NAMES` gives optimum's (batch_size, sequence_length, ...).
         dynamic: False exports every dim static, at the example sizes.
+        field: The model output the graph returns before the cache: "logits", or
+            "last_hidden_state" for a base model (`AutoModel`).
         export_kwargs: Passed on to `onnxport.export`.
 
     Returns:
@@ -235,8 +240,9 @@ def export_decoder_with_cache(model: torch.nn.Module, *, batch: int = 2, sequenc
     dim_axes["attention_mask"] = {0: names["batch"], 1: names["total_sequence"]}
     if not dynamic:
         dynamic_shapes = dim_axes = None
-    program = export(DecoderWithCache(model).eval(), args,
-                     input_names=input_names, output_names=cache_output_names(num_layers),
+    program = export(DecoderWithCache(model, field).eval(), args,
+                     input_names=input_names,
+                     output_names=cache_output_names(num_layers, field),
                      dynamic_shapes=dynamic_shapes, dynamic_axes=dim_axes, **export_kwargs)
     assert program is not None
     # Initializers are named after the wrapper's state_dict ("model.<key>"): give them the

@@ -298,10 +298,162 @@ def marian() -> Any:
         decoder_start_token_id=0))
 
 
+# -- more derived types, each loaded by its optimum class (test_derived_folder_in_optimum)
+
+_AUDIO_LIKE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                   intermediate_size=64, conv_dim=(16, 16), conv_stride=(5, 2),
+                   conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+                   num_conv_pos_embedding_groups=4, apply_spec_augment=False)
+_VIT_LIKE = dict(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2,
+                 num_attention_heads=4, intermediate_size=64)
+
+
+def albert() -> Any:
+    tf = _tf()
+    return tf.AlbertForMaskedLM(tf.AlbertConfig(**_BERT_LIKE, embedding_size=16))
+
+
+def electra() -> Any:
+    tf = _tf()
+    return tf.ElectraForTokenClassification(tf.ElectraConfig(**_BERT_LIKE, embedding_size=16,
+                                                             num_labels=5))
+
+
+def xlm_roberta() -> Any:
+    tf = _tf()
+    return tf.XLMRobertaForSequenceClassification(tf.XLMRobertaConfig(
+        **{**_BERT_LIKE, "max_position_embeddings": 66}, pad_token_id=1, num_labels=3))
+
+
+def mpnet() -> Any:
+    tf = _tf()
+    return tf.MPNetForQuestionAnswering(tf.MPNetConfig(
+        **{**_BERT_LIKE, "max_position_embeddings": 66}))
+
+
+def mobilebert() -> Any:
+    tf = _tf()
+    return tf.MobileBertModel(tf.MobileBertConfig(
+        **_BERT_LIKE, embedding_size=16, true_hidden_size=16, intra_bottleneck_size=16,
+        num_feedforward_networks=2))
+
+
+def ernie() -> Any:
+    tf = _tf()
+    return tf.ErnieForMultipleChoice(tf.ErnieConfig(**_BERT_LIKE))
+
+
+def deit() -> Any:
+    tf = _tf()
+    return tf.DeiTForImageClassification(tf.DeiTConfig(**_VIT_LIKE, num_labels=4))
+
+
+def beit() -> Any:
+    tf = _tf()
+    return tf.BeitForImageClassification(tf.BeitConfig(
+        **_VIT_LIKE, use_relative_position_bias=True, use_mean_pooling=True, num_labels=4))
+
+
+def swin() -> Any:
+    tf = _tf()
+    return tf.SwinForImageClassification(tf.SwinConfig(
+        image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 4],
+        window_size=4, num_labels=4))
+
+
+def mobilevit() -> Any:
+    """With the default init (0.02) its activations vanish (all-zero logits); 0.5 keeps
+    them O(1)."""
+    tf = _tf()
+    return tf.MobileViTForImageClassification(tf.MobileViTConfig(
+        image_size=32, patch_size=2, hidden_sizes=[16, 24, 32],
+        neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 32], num_attention_heads=2, num_labels=4,
+        initializer_range=0.5))
+
+
+def resnet() -> Any:
+    tf = _tf()
+    return tf.ResNetForImageClassification(tf.ResNetConfig(
+        embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=4))
+
+
+def hubert_ctc() -> Any:
+    tf = _tf()
+    return tf.HubertForCTC(tf.HubertConfig(**_AUDIO_LIKE, vocab_size=20))
+
+
+def wavlm() -> Any:
+    tf = _tf()
+    return tf.WavLMForAudioFrameClassification(tf.WavLMConfig(**_AUDIO_LIKE, num_buckets=16,
+                                                              num_labels=3))
+
+
+def unispeech_sat() -> Any:
+    """x-vector head: with the default init (0.02) its logits are ~1e-6; 0.2 makes them O(0.1)."""
+    tf = _tf()
+    return tf.UniSpeechSatForXVector(tf.UniSpeechSatConfig(
+        **_AUDIO_LIKE, tdnn_dim=(16, 16), tdnn_kernel=(3, 1), tdnn_dilation=(1, 1),
+        xvector_output_dim=8, num_labels=3, initializer_range=0.2))
+
+
+def _two_towers() -> tuple[dict[str, Any], dict[str, Any]]:
+    text = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=4, max_position_embeddings=32)
+    return text, dict(_VIT_LIKE)
+
+
+def siglip() -> Any:
+    tf = _tf()
+    text, vision = _two_towers()
+    text.update(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    return tf.SiglipModel(tf.SiglipConfig(text_config=text, vision_config=vision))
+
+
+def chinese_clip() -> Any:
+    tf = _tf()
+    text, vision = _two_towers()
+    return tf.ChineseCLIPModel(tf.ChineseCLIPConfig(text_config=text, vision_config=vision,
+                                                    projection_dim=16))
+
+
+def mobilevit_segmentation() -> Any:
+    tf = _tf()
+    return tf.MobileViTForSemanticSegmentation(tf.MobileViTConfig(
+        image_size=64, patch_size=2, hidden_sizes=[16, 24, 32],
+        neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 32], num_attention_heads=2, num_labels=4,
+        aspp_out_channels=16, initializer_range=0.3))  # logits up to ~0.04 (0.02: ~1e-9)
+
+
+def maskformer() -> Any:
+    """Swin backbone, DETR decoder: optimum's image-segmentation is its class and mask
+    logits per query."""
+    tf = _tf()
+    backbone = tf.SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1, 1, 1],
+                             num_heads=[1, 1, 2, 2], window_size=2,
+                             out_features=["stage1", "stage2", "stage3", "stage4"])
+    decoder = tf.DetrConfig(d_model=32, encoder_layers=1, decoder_layers=1,
+                            encoder_ffn_dim=32, decoder_ffn_dim=32, encoder_attention_heads=2,
+                            decoder_attention_heads=2, num_queries=6, use_timm_backbone=False,
+                            backbone_config=backbone)
+    return tf.MaskFormerForInstanceSegmentation(tf.MaskFormerConfig(
+        backbone_config=backbone, decoder_config=decoder, fpn_feature_size=32,
+        mask_feature_size=32, num_labels=3, num_queries=6))
+
+
+def vitpose() -> Any:
+    tf = _tf()
+    backbone = tf.VitPoseBackboneConfig(image_size=[64, 48], patch_size=[16, 16],
+                                        hidden_size=32, num_hidden_layers=2,
+                                        num_attention_heads=4, out_indices=[2])
+    return tf.VitPoseForPoseEstimation(tf.VitPoseConfig(backbone_config=backbone,
+                                                        use_simple_decoder=True,
+                                                        num_labels=5))
+
+
 # name -> (builder, the task detected from its architecture)
 DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
-    "llama_base": (llama_base, "feature-extraction"),
-    "gpt2_base": (gpt2_base, "feature-extraction"),
+    "llama_base": (llama_base, "feature-extraction-with-past"),
+    "gpt2_base": (gpt2_base, "feature-extraction-with-past"),
     "bart_base": (bart_base, "feature-extraction"),
     "camembert": (camembert, "fill-mask"),
     "dinov2": (dinov2, "image-classification"),
@@ -310,4 +462,23 @@ DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
     "data2vec_audio": (data2vec_audio, "audio-classification"),
     # an unlisted type whose derived task an explicit family exports (seq2seq.py)
     "marian": (marian, "text2text-generation-with-past"),
+    "albert": (albert, "fill-mask"),
+    "electra": (electra, "token-classification"),
+    "xlm_roberta": (xlm_roberta, "text-classification"),
+    "mpnet": (mpnet, "question-answering"),
+    "mobilebert": (mobilebert, "feature-extraction"),
+    "ernie": (ernie, "multiple-choice"),
+    "deit": (deit, "image-classification"),
+    "beit": (beit, "image-classification"),
+    "swin": (swin, "image-classification"),
+    "mobilevit": (mobilevit, "image-classification"),
+    "resnet": (resnet, "image-classification"),
+    "hubert_ctc": (hubert_ctc, "automatic-speech-recognition"),
+    "wavlm": (wavlm, "audio-frame-classification"),
+    "unispeech_sat": (unispeech_sat, "audio-xvector"),
+    "siglip": (siglip, "zero-shot-image-classification"),
+    "chinese_clip": (chinese_clip, "zero-shot-image-classification"),
+    "mobilevit_segmentation": (mobilevit_segmentation, "semantic-segmentation"),
+    "maskformer": (maskformer, "image-segmentation"),
+    "vitpose": (vitpose, "keypoint-detection"),
 }

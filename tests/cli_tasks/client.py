@@ -17,6 +17,7 @@ import numpy as np
 
 OPTIMUM_CLASSES = {
     "feature-extraction": "ORTModelForFeatureExtraction",
+    "feature-extraction-with-past": "ORTModelForFeatureExtraction",  # the cache unused
     "fill-mask": "ORTModelForMaskedLM",
     "text-classification": "ORTModelForSequenceClassification",
     "token-classification": "ORTModelForTokenClassification",
@@ -32,25 +33,36 @@ OPTIMUM_CLASSES = {
     # optimum-onnx 0.1 has no ORTModel class for object-detection: test_clients.py runs
     # that folder in onnxruntime directly.
     "audio-classification": "ORTModelForAudioClassification",
+    "audio-frame-classification": "ORTModelForAudioFrameClassification",
+    "audio-xvector": "ORTModelForAudioXVector",
     "zero-shot-image-classification": "ORTModelForZeroShotImageClassification",
 }
 GENERATION = {"text-generation", "text-generation-with-past", "text2text-generation",
               "text2text-generation-with-past", "automatic-speech-recognition"}
 
 
+def _is_ctc(job: dict) -> bool:
+    """Speech recognition by an encoder alone (Wav2Vec2ForCTC...): ORTModelForCTC, as
+    optimum's pipeline picks it."""
+    if job["task"] != "automatic-speech-recognition":
+        return False
+    with open(f"{job['folder']}/config.json") as f:
+        return not json.load(f).get("is_encoder_decoder", False)
+
+
 def run_optimum(job: dict, inputs: dict) -> dict:
     import torch
     import optimum.onnxruntime as ort
 
-    cls = getattr(ort, OPTIMUM_CLASSES[job["task"]])
+    ctc = _is_ctc(job)
+    cls = getattr(ort, "ORTModelForCTC" if ctc else OPTIMUM_CLASSES[job["task"]])
+    generate = job["task"] in GENERATION and not ctc
     kwargs = {}
-    if job["task"].endswith("-with-past") or job["task"] == "automatic-speech-recognition":
-        kwargs["use_cache"] = True
-    if job["task"] in ("text-generation", "text2text-generation"):
-        kwargs["use_cache"] = False
+    if generate:
+        kwargs["use_cache"] = job["task"] not in ("text-generation", "text2text-generation")
     model = cls.from_pretrained(job["folder"], **kwargs)
     feeds = {k: torch.from_numpy(v) for k, v in inputs.items()}
-    if job["task"] in GENERATION:
+    if generate:
         n = int(job["max_new_tokens"])
         tokens = model.generate(**feeds, do_sample=False, max_new_tokens=n, min_new_tokens=n,
                                 num_beams=1)

@@ -34,12 +34,14 @@ examples:
   onnxport export --example mlp -o mlp.onnx --verify
   onnxport export my_pkg.models:make_model -o model.onnx
 
-tasks (optimum's names): feature-extraction, fill-mask, text-classification,
-  token-classification, question-answering, multiple-choice, text-generation,
-  text-generation-with-past, text2text-generation, text2text-generation-with-past,
-  image-classification, object-detection, semantic-segmentation,
-  automatic-speech-recognition, audio-classification, zero-shot-image-classification.
-  docs/cli.md lists the files and names each writes.
+tasks (optimum's names): feature-extraction, feature-extraction-with-past, fill-mask,
+  text-classification, token-classification, question-answering, multiple-choice,
+  text-generation, text-generation-with-past, text2text-generation,
+  text2text-generation-with-past, image-classification, object-detection,
+  semantic-segmentation, depth-estimation, masked-im, automatic-speech-recognition,
+  audio-classification, audio-frame-classification, audio-xvector,
+  zero-shot-image-classification; those a model type has come from transformers' Auto
+  mappings. docs/cli.md lists the files and names each writes.
 """
 
 INSPECT_EPILOG = """\

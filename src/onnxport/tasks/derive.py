@@ -35,6 +35,13 @@ _MAPPINGS: dict[str, tuple[tuple[str, str], ...]] = {
     "image-classification": (("IMAGE_CLASSIFICATION", "AutoModelForImageClassification"),),
     "object-detection": (("OBJECT_DETECTION", "AutoModelForObjectDetection"),),
     "semantic-segmentation": (("SEMANTIC_SEGMENTATION", "AutoModelForSemanticSegmentation"),),
+    # optimum's image-segmentation: whichever segmentation class the type has.
+    "image-segmentation": (("IMAGE_SEGMENTATION", "AutoModelForImageSegmentation"),
+                           ("SEMANTIC_SEGMENTATION", "AutoModelForSemanticSegmentation"),
+                           ("INSTANCE_SEGMENTATION", "AutoModelForInstanceSegmentation"),
+                           ("UNIVERSAL_SEGMENTATION", "AutoModelForUniversalSegmentation")),
+    "image-to-image": (("IMAGE_TO_IMAGE", "AutoModelForImageToImage"),),
+    "keypoint-detection": (("POSE_ESTIMATION", "AutoModelForPoseEstimation"),),
     "depth-estimation": (("DEPTH_ESTIMATION", "AutoModelForDepthEstimation"),),
     "masked-im": (("MASKED_IMAGE_MODELING", "AutoModelForMaskedImageModeling"),),
     "audio-classification": (("AUDIO_CLASSIFICATION", "AutoModelForAudioClassification"),),
@@ -60,6 +67,15 @@ _FIELDS = {
     "audio-frame-classification": ["logits"],
     "audio-xvector": ["logits", "embeddings"],
     "automatic-speech-recognition": ["logits"],
+    "image-to-image": ["reconstruction"],
+    "keypoint-detection": ["heatmaps"],
+}
+# Where a task's fields depend on the mapping that lists the type (optimum's per model type).
+_MAPPING_FIELDS = {
+    "IMAGE_SEGMENTATION": ["logits", "pred_masks"],
+    "SEMANTIC_SEGMENTATION": ["logits"],
+    "INSTANCE_SEGMENTATION": ["class_queries_logits", "masks_queries_logits"],
+    "UNIVERSAL_SEGMENTATION": ["class_queries_logits", "masks_queries_logits"],
 }
 
 
@@ -95,6 +111,8 @@ def derived_tasks(model_type: str) -> tuple[str, ...]:
                 tasks += ["text-generation-with-past", task]
         elif task == "text2text-generation":
             tasks += ["text2text-generation-with-past", task]
+        elif task == "feature-extraction" and _is_decoder_only(model_type):
+            tasks += [task, "feature-extraction-with-past"]
         else:
             tasks.append(task)
     return tuple(tasks)
@@ -125,7 +143,7 @@ def derived_family(model_type: str, task: str) -> str:
     """The graph family that exports a derived task: an explicit family where its inputs
     cannot be derived from one forward call (a cache, two files, two towers), else
     "derived"."""
-    if task == "text-generation-with-past":
+    if task in ("text-generation-with-past", "feature-extraction-with-past"):
         return "decoder"
     if task.startswith("text2text-generation"):
         return "seq2seq"
@@ -173,7 +191,19 @@ class _Forward(torch.nn.Module):
 
     def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
         out = self.model(**dict(zip(self.names, args)), **self.fixed)
-        return tuple(getattr(out, f) for f in self.fields)
+        return tuple(_field(out, f) for f in self.fields)
+
+
+def _field(out: Any, name: str) -> Any:
+    """`out.name`; a model output with stages (MaskFormer: encoder, pixel decoder,
+    transformer decoder) gives its last stage's `*_last_hidden_state` as last_hidden_state,
+    as optimum does."""
+    if name == "last_hidden_state" and getattr(out, name, None) is None:
+        stages = [k for k, v in out.items()
+                  if k.endswith("_last_hidden_state") and isinstance(v, torch.Tensor)]
+        if stages:
+            return out[stages[-1]]
+    return getattr(out, name)
 
 
 def _wrapper(model: torch.nn.Module, names: list[str], fields: list[str],
@@ -215,7 +245,8 @@ def derived_graphs(model: Any, task: str, batch: int, seq: int) -> list[Any]:
         raise UnsupportedTaskError(
             f"onnxport cannot derive the inputs of {type(model).__name__} (main input "
             f"{main!r}) for {task}")
-    fields = _FIELDS[task]
+    found = _found(task, getattr(model.config, "model_type", ""))
+    fields = _FIELDS.get(task) or _MAPPING_FIELDS[found[0] if found else ""]
     return [GraphSpec("model.onnx", _wrapper(model, names, fields, fixed), names, fields,
                       dims, make, shapes)]
 
@@ -301,7 +332,9 @@ def _seq2seq_inputs(model: Any, main: str, batch: int, seq: int) -> Any:
 def _vision_inputs(model: Any, batch: int) -> Any:
     config = model.config
     vision = getattr(config, "vision_config", None) or config
-    size = getattr(vision, "image_size", None) or 224
+    # A model whose size is its backbone's (VitPose: 256 x 192) says so in backbone_config.
+    size = (getattr(vision, "image_size", None)
+            or getattr(getattr(config, "backbone_config", None), "image_size", None) or 224)
     height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
     channels = int(getattr(vision, "num_channels", 3) or 3)
     dtype = _float_dtype(model)

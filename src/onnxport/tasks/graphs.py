@@ -84,6 +84,19 @@ class DecoderModel(_Outputs):
                                      position_ids=position_ids, use_cache=False))
 
 
+class PrefillWithCache(_Outputs):
+    """A decoder's fields, then its new cache flat: key 0, value 0, key 1, ..."""
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                position_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                         position_ids=position_ids, use_cache=True)
+        present: list[torch.Tensor] = []
+        for layer in out.past_key_values.layers:
+            present += [layer.keys, layer.values]
+        return (*self._pick(out), *present)
+
+
 class VisionModel(_Outputs):
     def forward(self, pixel_values: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return self._pick(self.model(pixel_values=pixel_values, **self.fixed))
@@ -178,7 +191,7 @@ def _decoder(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
     with_pos = decoder_uses_position_ids(config)
     dtype = _float_dtype(model)
     names = llm.OPTIMUM_DIM_NAMES
-    if task == "text-generation":
+    if task in ("text-generation", "feature-extraction-with-past"):
         inputs = ["input_ids", "attention_mask"] + (["position_ids"] if with_pos else [])
 
         def make_plain(shape: Shape) -> Feeds:
@@ -188,7 +201,13 @@ def _decoder(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
                 feeds["position_ids"] = torch.arange(s).repeat(b, 1)
             return feeds
 
-        return [GraphSpec("model.onnx", DecoderModel(model, ["logits"]), inputs, ["logits"],
+        if task == "text-generation":
+            module, outputs = DecoderModel(model, ["logits"]), ["logits"]
+        else:  # optimum's: the prompt's hidden states and the cache it makes, no past inputs
+            module = PrefillWithCache(model, ["last_hidden_state"])
+            outputs = llm.cache_output_names(llm._cache_geometry(config)[0],
+                                             "last_hidden_state")
+        return [GraphSpec("model.onnx", module, inputs, outputs,
                           {n: {0: "batch_size", 1: "sequence_length"} for n in inputs},
                           make_plain,
                           [{"batch_size": batch, "sequence_length": seq},
@@ -213,9 +232,9 @@ def _decoder(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
     def call(feeds: Feeds) -> dict[str, torch.Tensor]:
         past = [(feeds[f"past_key_values.{i}.key"], feeds[f"past_key_values.{i}.value"])
                 for i in range(num_layers)]
-        logits, present = wrapper(feeds["input_ids"], feeds["attention_mask"], past,
-                                  feeds.get("position_ids"))
-        return dict(zip(output_names, [logits, *present]))
+        first, present = wrapper(feeds["input_ids"], feeds["attention_mask"], past,
+                                 feeds.get("position_ids"))
+        return dict(zip(output_names, [first, *present]))
 
     def export(*, dynamic: bool, **kwargs: Any) -> Any:
         return llm.export_decoder_with_cache(

@@ -29,6 +29,9 @@ class TaskInfo:
 
 TASKS: dict[str, TaskInfo] = {t.name: t for t in [
     TaskInfo("feature-extraction", "AutoModel", "hidden states (last_hidden_state)"),
+    TaskInfo("feature-extraction-with-past", "AutoModel",
+             "a decoder's hidden states with a key/value cache (prefill and decode in one "
+             "graph)"),
     TaskInfo("fill-mask", "AutoModelForMaskedLM", "masked-token logits"),
     TaskInfo("text-classification", "AutoModelForSequenceClassification", "sequence logits"),
     TaskInfo("token-classification", "AutoModelForTokenClassification", "per-token logits"),
@@ -52,6 +55,11 @@ TASKS: dict[str, TaskInfo] = {t.name: t for t in [
     TaskInfo("audio-frame-classification", "AutoModelForAudioFrameClassification",
              "per-frame audio logits"),
     TaskInfo("audio-xvector", "AutoModelForAudioXVector", "speaker logits and embeddings"),
+    TaskInfo("image-segmentation", "AutoModelForImageSegmentation",
+             "segmentation logits and masks (the type's segmentation class: semantic, "
+             "instance or universal)"),
+    TaskInfo("image-to-image", "AutoModelForImageToImage", "an image (super-resolution)"),
+    TaskInfo("keypoint-detection", "AutoModelForPoseEstimation", "keypoint heatmaps"),
     TaskInfo("depth-estimation", "AutoModelForDepthEstimation", "per-pixel depth"),
     TaskInfo("masked-im", "AutoModelForMaskedImageModeling", "reconstructed pixels"),
     TaskInfo("zero-shot-image-classification", "AutoModel",

@@ -1,0 +1,155 @@
+"""optimum's tasks beyond the first derived set: feature-extraction-with-past,
+image-segmentation, keypoint-detection.
+
+optimum-cli 0.1 exports feature-extraction-with-past for decoder-only types as model.onnx with
+inputs input_ids, attention_mask and position_ids (no past inputs) and outputs
+last_hidden_state and present.{i}.key/.value; image-segmentation with the fields of the type's
+segmentation class (MaskFormer: class_queries_logits, masks_queries_logits; semantic models:
+logits); keypoint-detection (VitPose) as heatmaps. onnxport's folders have the same names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+import torch
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+def _dims(values: Any) -> dict[str, list[str]]:
+    return {v.name: [d.dim_param or str(d.dim_value) for d in v.type.tensor_type.shape.dim]
+            for v in values}
+
+
+def test_task_listed_for_decoders_only() -> None:
+    from onnxport.tasks import tasks_for
+
+    assert "feature-extraction-with-past" in tasks_for("llama")
+    assert "feature-extraction-with-past" in tasks_for("gpt2")
+    assert "feature-extraction-with-past" not in tasks_for("bert")
+    assert "feature-extraction-with-past" not in tasks_for("t5")
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_exports_optimums_graph(name: str, checkpoints: Any, tmp_path: Any) -> None:
+    from onnxport.tasks import export_checkpoint
+
+    result = export_checkpoint(checkpoints(name), tmp_path / "out",
+                               task="feature-extraction-with-past")
+    assert len({r.shape_label for r in result.rows}) >= 2
+    assert all(r.ok for r in result.rows), result.table
+    assert "genai_config.json" not in result.files  # no logits: not a generation folder
+    graph = onnx.load(str(result.output_dir / "model.onnx"), load_external_data=False).graph
+    text = ["batch_size", "sequence_length"]
+    assert _dims(graph.input) == {"input_ids": text, "attention_mask": text,
+                                  "position_ids": text}
+    outputs = _dims(graph.output)
+    assert list(outputs) == ["last_hidden_state", "present.0.key", "present.0.value",
+                             "present.1.key", "present.1.value"]
+    assert outputs["last_hidden_state"] == ["batch_size", "sequence_length", "32"]
+    assert outputs["present.1.value"][:1] == ["batch_size"]
+
+    # The cache it returns is the one eager's prompt makes, at a new size.
+    import transformers
+
+    model = transformers.AutoModel.from_pretrained(str(checkpoints(name))).eval()
+    ids = torch.randint(3, 90, (3, 11))
+    feeds = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+             "position_ids": torch.arange(11).repeat(3, 1)}
+    with torch.no_grad():
+        out = model(**feeds, use_cache=True)
+    session = onnxruntime.InferenceSession(str(result.output_dir / "model.onnx"),
+                                           providers=["CPUExecutionProvider"])
+    got = dict(zip(outputs, session.run(None, {k: v.numpy() for k, v in feeds.items()})))
+    np.testing.assert_allclose(got["last_hidden_state"], out.last_hidden_state.numpy(),
+                               rtol=0, atol=1e-4)
+    np.testing.assert_allclose(got["present.1.value"],
+                               out.past_key_values.layers[1].values.numpy(), rtol=0, atol=1e-4)
+
+
+def test_export_decoder_with_cache_of_a_base_model() -> None:
+    """The Python API: a base model's hidden states with past inputs, for incremental use."""
+    import transformers
+
+    from onnxport import llm
+
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2)
+    torch.manual_seed(0)
+    model = transformers.LlamaModel(config).eval()
+    program = llm.export_decoder_with_cache(model, field="last_hidden_state")
+    names = [v.name for v in program.model.graph.outputs]
+    assert names[:2] == ["last_hidden_state", "present.0.key"]
+    ids = torch.randint(0, 64, (2, 9))
+    with torch.no_grad():
+        full = model(input_ids=ids).last_hidden_state
+    # Prefill 6 tokens, then feed 3 with their cache: the last 3 hidden states equal eager's.
+    session = onnxruntime.InferenceSession(program.model_proto.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    empty = np.zeros((2, 2, 0, 8), dtype=np.float32)
+    past = {f"past_key_values.{i}.{kv}": empty for i in range(2) for kv in ("key", "value")}
+    first = dict(zip(names, session.run(None, {"input_ids": ids[:, :6].numpy(),
+                                               "attention_mask": np.ones((2, 6), np.int64),
+                                               **past})))
+    past = {f"past_key_values.{i}.{kv}": first[f"present.{i}.{kv}"]
+            for i in range(2) for kv in ("key", "value")}
+    second = dict(zip(names, session.run(None, {"input_ids": ids[:, 6:].numpy(),
+                                                "attention_mask": np.ones((2, 9), np.int64),
+                                                **past})))
+    np.testing.assert_allclose(second["last_hidden_state"], full[:, 6:].numpy(),
+                               rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("name, task, outputs", [
+    ("maskformer", "image-segmentation", ["class_queries_logits", "masks_queries_logits"]),
+    ("mobilevit_segmentation", "image-segmentation", ["logits"]),
+    ("vitpose", "keypoint-detection", ["heatmaps"]),
+])
+def test_vision_task(name: str, task: str, outputs: list[str], checkpoints: Any,
+                     tmp_path: Any) -> None:
+    from onnxport.tasks import export_checkpoint
+
+    # maskformer and vitpose: the task detected from the architecture; MobileViT's
+    # semantic-segmentation class also serves optimum's image-segmentation.
+    given = task if name == "mobilevit_segmentation" else None
+    result = export_checkpoint(checkpoints(name), tmp_path / "out", task=given)
+    assert result.task == task
+    assert len({r.shape_label for r in result.rows}) >= 2
+    assert all(r.ok for r in result.rows), result.table
+    graph = onnx.load(str(result.output_dir / "model.onnx"), load_external_data=False).graph
+    assert [v.name for v in graph.input] == ["pixel_values"]
+    assert [v.name for v in graph.output] == outputs
+    # The eager outputs compared are not all zero.
+    model = _eager_model(checkpoints(name), task)
+    size = [d.dim_value for d in graph.input[0].type.tensor_type.shape.dim][1:]
+    with torch.no_grad():
+        out = model(pixel_values=torch.rand(2, *size))
+    assert all(getattr(out, f).abs().max() > 1e-3 for f in outputs)
+
+
+def _eager_model(folder: Any, task: str) -> Any:
+    import transformers
+
+    from onnxport.tasks.registry import plan
+
+    config = transformers.AutoConfig.from_pretrained(str(folder))
+    return getattr(transformers, plan(config.model_type, task)[1]).from_pretrained(
+        str(folder)).eval()
+
+
+def test_staged_output_is_the_last_hidden_state(checkpoints: Any, tmp_path: Any) -> None:
+    """MaskFormer's base model has no last_hidden_state: feature-extraction gives its last
+    stage's (the transformer decoder's), as optimum does."""
+    from onnxport.tasks import export_checkpoint
+
+    result = export_checkpoint(checkpoints("maskformer"), tmp_path / "out",
+                               task="feature-extraction")
+    assert all(r.ok for r in result.rows), result.table
+    graph = onnx.load(str(result.output_dir / "model.onnx"), load_external_data=False).graph
+    assert _dims(graph.output) == {"last_hidden_state": ["batch_size", "6", "32"]}
