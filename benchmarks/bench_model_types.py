@@ -11,9 +11,14 @@ lists the type), and onnxport's export of the task it detects from that architec
 (`export_checkpoint` in this process, or `onnxport export --model` with --cli), validated
 (ONNX Runtime == eager). Types whose config cannot be built or shrunk (remote backbones,
 missing optional packages, more than 20M parameters after shrinking) are skipped with the
-reason. --all-tasks also exports every other task onnxport lists for the type (a checkpoint
-per Auto class). --optimum runs optimum-cli on the same checkpoint and task (in the client
-venv of tests/cli_tasks, as bench_cli.py finds it) for --optimum-minutes at most.
+reason. --optimum runs optimum-cli on the same checkpoints (in the client venv of
+tests/cli_tasks, as bench_cli.py finds it) for --optimum-minutes at most: the default run gives
+it the task onnxport detected (optimum-cli cannot infer a task from a local folder: "Cannot
+infer the task from a local directory yet"). --all-tasks then runs, for each type, every task that
+either tool lists for it (onnxport: `tasks_for`; optimum: its TasksManager, asked in the
+venv), each tool explicitly on each task (a checkpoint per onnxport Auto class). A task one
+tool does not list for the type is a failure of that tool without a run, and so is a model
+type optimum's TasksManager does not know.
 
 Prints a markdown report: pass counts, and per type the task, the result, seconds and error.
 """
@@ -75,6 +80,15 @@ def shrunk_kwargs(config: Any, depth: int = 0) -> dict[str, Any]:
     if getattr(config, "depths", None):
         kwargs.pop("num_hidden_layers", None)  # the number of stages: len(depths)
         kwargs.pop("num_layers", None)
+        depths = list(config.depths)
+        if all(isinstance(d, int) for d in depths) and max(depths) > 2:
+            kwargs["depths"] = [min(d, 2) for d in depths]
+    for key in ("num_heads", "num_attention_heads"):
+        heads = getattr(config, key, None)
+        # Per-stage heads (Swin-like) must divide the shrunk widths: 4 in every stage.
+        if isinstance(heads, (list, tuple)) and heads and any(k in kwargs for k in (
+                "embed_dim", "hidden_size", "d_model")):
+            kwargs[key] = [4] * len(heads)
     for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
                 "sep_token_id", "cls_token_id"):
         current = getattr(config, key, None)
@@ -186,11 +200,36 @@ def run_onnxport(ck: Path, out: Path, task: str | None, timeout: int,
         signal.alarm(0)
 
 
-def run_optimum(optimum_cli: Path, ck: Path, out: Path, task: str,
+_OPTIMUM_TASKS = """
+import json, warnings
+warnings.simplefilter("ignore")
+from optimum.exporters.tasks import TasksManager
+import optimum.exporters.onnx.model_configs  # registers the ONNX configs
+print(json.dumps({t: sorted(d["onnx"]) for t, d in
+                  TasksManager._SUPPORTED_MODEL_TYPE.items() if "onnx" in d}))
+"""
+
+
+def optimum_tasks(optimum_cli: Path) -> dict[str, list[str]]:
+    """model_type -> the tasks optimum's TasksManager exports to ONNX (its own list, asked in
+    the client venv)."""
+    import json
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([str(optimum_cli.parent / "python"), "-c", _OPTIMUM_TASKS],
+                          capture_output=True, text=True, env=env, timeout=600)
+    line = proc.stdout.strip().splitlines()[-1]
+    return {t.replace("_", "-"): v for t, v in json.loads(line).items()}
+
+
+def run_optimum(optimum_cli: Path, ck: Path, out: Path, task: str | None,
                 timeout: int) -> tuple[bool, float, str]:
-    """(ok, seconds, error) of optimum-cli's export (and its validation) of `ck`."""
+    """(ok, seconds, error) of optimum-cli's export (and its validation) of `ck`; task None:
+    optimum-cli's own default (`--task auto`)."""
     start = time.perf_counter()
-    cmd = [str(optimum_cli), "export", "onnx", "--model", str(ck), "--task", task, str(out)]
+    cmd = [str(optimum_cli), "export", "onnx", "--model", str(ck),
+           *(["--task", task] if task else []), str(out)]
     env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
     env.update(HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
     try:
@@ -235,52 +274,73 @@ def main() -> int:
             print(f"no optimum-cli at {optimum_cli}", file=sys.stderr)
             return 2
     optimum_deadline = time.monotonic() + 60 * ns.optimum_minutes
+    known = optimum_tasks(optimum_cli) if optimum_cli is not None else None
     root = Path(tempfile.mkdtemp(prefix="bench-model-types-"))
     rows: list[dict[str, Any]] = []
     skipped: list[tuple[str, str]] = []
     try:
         for model_type in types:
             auto, _ = checkpoint_class(model_type)
-            if not tasks_for(model_type):
+            p_tasks = tasks_for(model_type)
+            o_list = known.get(model_type.replace("_", "-")) if known is not None else None
+            if not p_tasks and o_list is None:
                 skipped.append((model_type, "no task: transformers' Auto mappings list none "
-                                            "onnxport or optimum exports"))
+                                            "onnxport exports, and optimum does not know it"))
                 continue
             ck = root / model_type
             why = build(model_type, ck, auto)
             if why:
                 skipped.append((model_type, why))
                 continue
-            jobs: list[tuple[str | None, Path]] = [(None, ck)]
+            # The default task (each tool's own), then with --all-tasks every task either
+            # tool lists for the type, run explicitly by both.
+            jobs: list[str | None] = [None]
             if ns.all_tasks:
-                for task in tasks_for(model_type):
-                    jobs.append((task, ck))
-            done_tasks: set[str] = set()
-            for task, folder in jobs:
-                if task is not None and task in done_tasks:
-                    continue
-                if task is not None:
+                jobs += list(p_tasks) + [t for t in (o_list or []) if t not in p_tasks]
+            for task in jobs:
+                folder = ck
+                if task is not None and task in p_tasks:
                     from onnxport.tasks.registry import plan
 
                     task_auto = plan(model_type, task)[1]
                     if task_auto != auto:
                         folder = root / f"{model_type}--{task}"
                         if not folder.exists() and build(model_type, folder, task_auto):
-                            continue
+                            folder = ck
                 out = root / "out" / f"{model_type}--{task or 'default'}"
-                ok, seconds, got, error = run_onnxport(folder, out, task, ns.timeout, ns.cli)
-                done_tasks.add(got)
-                row = {"type": model_type, "task": got, "default": task is None, "ok": ok,
-                       "seconds": seconds, "error": error,
-                       "listed": model_type in SUPPORTED}
-                if optimum_cli is not None and got and time.monotonic() < optimum_deadline:
-                    o_ok, o_sec, o_err = run_optimum(optimum_cli, folder,
-                                                     root / "optimum" / out.name, got,
-                                                     ns.timeout)
+                if task is None and not p_tasks:
+                    ok, seconds, got, error = False, 0.0, "", "onnxport lists no task"
+                elif task is not None and task not in p_tasks:
+                    ok, seconds, got, error = (False, 0.0, task,
+                                               "not a task onnxport lists for this type")
+                else:
+                    ok, seconds, got, error = run_onnxport(folder, out, task, ns.timeout,
+                                                           ns.cli)
+                row = {"type": model_type, "task": got or (task or ""),
+                       "default": task is None, "ok": ok, "seconds": seconds,
+                       "error": error, "listed": model_type in SUPPORTED}
+                if optimum_cli is not None and time.monotonic() < optimum_deadline:
+                    if o_list is None:
+                        o_ok, o_sec, o_err = (False, 0.0, "model type not in optimum's "
+                                              "TasksManager (not run)")
+                    elif task is not None and task not in o_list:
+                        o_ok, o_sec, o_err = (False, 0.0, "task not in optimum's "
+                                              "TasksManager for this type (not run)")
+                    elif task is None and got not in o_list:
+                        o_ok, o_sec, o_err = (False, 0.0, f"{got or 'no task'}: not in "
+                                              f"optimum's TasksManager for this type (not run)")
+                    else:
+                        # optimum-cli cannot infer a task from a local folder: the default
+                        # run gets the task onnxport detected.
+                        o_ok, o_sec, o_err = run_optimum(optimum_cli, folder,
+                                                         root / "optimum" / out.name,
+                                                         task or got, ns.timeout)
                     row.update(optimum_ok=o_ok, optimum_seconds=o_sec, optimum_error=o_err)
                 rows.append(row)
                 shutil.rmtree(out, ignore_errors=True)
-                print(f"{model_type:32} {got:34} {'ok' if ok else 'FAIL'} {seconds:6.1f}s "
-                      f"{error[:120]}"
+                shutil.rmtree(root / "optimum" / out.name, ignore_errors=True)
+                print(f"{model_type:32} {row['task']:34} {'ok' if ok else 'FAIL'} "
+                      f"{seconds:6.1f}s {error[:120]}"
                       + (f" | optimum {'ok' if row['optimum_ok'] else 'FAIL'} "
                          f"{row['optimum_seconds']:.1f}s {row['optimum_error'][:80]}"
                          if "optimum_ok" in row else ""), file=sys.stderr, flush=True)
@@ -296,6 +356,8 @@ def main() -> int:
 def _report(rows: list[dict[str, Any]], skipped: list[tuple[str, str]], total: int,
             ns: argparse.Namespace) -> str:
     default = [r for r in rows if r["default"]]
+    # All tasks: the explicit per-task rows (--all-tasks), else the default rows.
+    tasks = [r for r in rows if not r["default"]] if ns.all_tasks else default
     lines = [f"# onnxport export on every model type ({time.strftime('%Y-%m-%d')})", "",
              f"{total} model types in CONFIG_MAPPING_NAMES; {len(default)} built as tiny "
              f"checkpoints, {len(skipped)} skipped (reasons below). onnxport "
@@ -303,21 +365,26 @@ def _report(rows: list[dict[str, Any]], skipped: list[tuple[str, str]], total: i
              "",
              "| | default task | all tasks |", "|---|---|---|",
              f"| onnxport exports and validates | {sum(r['ok'] for r in default)} / "
-             f"{len(default)} | {sum(r['ok'] for r in rows)} / {len(rows)} |"]
+             f"{len(default)} | {sum(r['ok'] for r in tasks)} / {len(tasks)} |"]
     both = [r for r in rows if "optimum_ok" in r]
     if both:
         bd = [r for r in both if r["default"]]
-        lines.append(f"| on the {len(both)} exports optimum-cli also ran: onnxport | "
-                     f"{sum(r['ok'] for r in bd)} / {len(bd)} | "
-                     f"{sum(r['ok'] for r in both)} / {len(both)} |")
-        lines.append(f"| optimum-cli (same checkpoints and tasks) | "
-                     f"{sum(r['optimum_ok'] for r in bd)} / {len(bd)} | "
-                     f"{sum(r['optimum_ok'] for r in both)} / {len(both)} |")
+        bt = [r for r in both if not r["default"]] if ns.all_tasks else bd
+        lines.append(f"| on the {len(bd) + (len(bt) if ns.all_tasks else 0)} runs optimum-cli "
+                     f"also had: onnxport | {sum(r['ok'] for r in bd)} / {len(bd)} | "
+                     f"{sum(r['ok'] for r in bt)} / {len(bt)} |")
+        lines.append(f"| optimum-cli (same checkpoints; onnxport's default task, then each task "
+                     f"either tool lists) | {sum(r['optimum_ok'] for r in bd)} / {len(bd)} | "
+                     f"{sum(r['optimum_ok'] for r in bt)} / {len(bt)} |")
+        only = [r for r in both if r["optimum_ok"] and not r["ok"]]
+        lines += ["", f"Runs only optimum-cli passes ({len(only)}), with onnxport's cause:", ""]
+        lines += [f"* {r['type']} {r['task'] or '(default)'}"
+                  f"{' (default)' if r['default'] else ''}: {r['error']}" for r in only]
     lines += ["", "| model type | task | listed family | onnxport | s | error |"
               + (" optimum-cli | s | error |" if both else ""),
               "|---|---|---|---|---|---|" + ("---|---|---|" if both else "")]
     for r in rows:
-        line = (f"| {r['type']} | {r['task']}{'' if r['default'] else ' (extra)'} | "
+        line = (f"| {r['type']} | {r['task']}{' (default)' if r['default'] else ''} | "
                 f"{'yes' if r['listed'] else ''} | {'ok' if r['ok'] else 'FAIL'} | "
                 f"{r['seconds']:.1f} | {r['error'].replace('|', '/')} |")
         if both:

@@ -450,6 +450,14 @@ def vitpose() -> Any:
                                                         num_labels=5))
 
 
+def mgp_str() -> Any:
+    tf = _tf()
+    return tf.MgpstrForSceneTextRecognition(tf.MgpstrConfig(
+        image_size=[32, 64], patch_size=8, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, max_token_length=6, num_character_labels=12,
+        num_bpe_labels=14, num_wordpiece_labels=16))
+
+
 # name -> (builder, the task detected from its architecture)
 DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
     "llama_base": (llama_base, "feature-extraction-with-past"),
@@ -481,4 +489,5 @@ DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
     "mobilevit_segmentation": (mobilevit_segmentation, "semantic-segmentation"),
     "maskformer": (maskformer, "image-segmentation"),
     "vitpose": (vitpose, "keypoint-detection"),
+    "mgp_str": (mgp_str, "feature-extraction"),
 }

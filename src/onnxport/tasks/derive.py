@@ -70,6 +70,12 @@ _FIELDS = {
     "image-to-image": ["reconstruction"],
     "keypoint-detection": ["heatmaps"],
 }
+# Output names optimum gives a model type's fields where no rule derives them: name -> field
+# (`field[i]`: an element of a tuple field).
+_TYPE_OUTPUTS = {
+    ("mgp-str", "feature-extraction"): {"char_logits": "logits[0]", "bpe_logits": "logits[1]",
+                                        "wp_logits": "logits[2]"},
+}
 # Where a task's fields depend on the mapping that lists the type (optimum's per model type).
 _MAPPING_FIELDS = {
     "IMAGE_SEGMENTATION": ["logits", "pred_masks"],
@@ -195,9 +201,12 @@ class _Forward(torch.nn.Module):
 
 
 def _field(out: Any, name: str) -> Any:
-    """`out.name`; a model output with stages (MaskFormer: encoder, pixel decoder,
-    transformer decoder) gives its last stage's `*_last_hidden_state` as last_hidden_state,
-    as optimum does."""
+    """`out.name`, or `out.name[i]` for "name[i]"; a model output with stages (MaskFormer:
+    encoder, pixel decoder, transformer decoder) gives its last stage's `*_last_hidden_state`
+    as last_hidden_state, as optimum does."""
+    if name.endswith("]"):
+        attr, index = name[:-1].split("[")
+        return getattr(out, attr)[int(index)]
     if name == "last_hidden_state" and getattr(out, name, None) is None:
         stages = [k for k, v in out.items()
                   if k.endswith("_last_hidden_state") and isinstance(v, torch.Tensor)]
@@ -245,9 +254,13 @@ def derived_graphs(model: Any, task: str, batch: int, seq: int) -> list[Any]:
         raise UnsupportedTaskError(
             f"onnxport cannot derive the inputs of {type(model).__name__} (main input "
             f"{main!r}) for {task}")
-    found = _found(task, getattr(model.config, "model_type", ""))
-    fields = _FIELDS.get(task) or _MAPPING_FIELDS[found[0] if found else ""]
-    return [GraphSpec("model.onnx", _wrapper(model, names, fields, fixed), names, fields,
+    model_type = getattr(model.config, "model_type", "")
+    found = _found(task, model_type)
+    named = _TYPE_OUTPUTS.get((model_type, task))
+    fields = (list(named.values()) if named else
+              _FIELDS.get(task) or _MAPPING_FIELDS[found[0] if found else ""])
+    outputs = list(named) if named else fields
+    return [GraphSpec("model.onnx", _wrapper(model, names, fields, fixed), names, outputs,
                       dims, make, shapes)]
 
 
