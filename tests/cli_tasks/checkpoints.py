@@ -458,6 +458,30 @@ def mgp_str() -> Any:
         num_bpe_labels=14, num_wordpiece_labels=16))
 
 
+def vision_encoder_decoder() -> Any:
+    """ViT encoder, GPT-2 decoder with cross-attention (TrOCR-like)."""
+    tf = _tf()
+    encoder = tf.ViTConfig(**_VIT_LIKE)
+    # initializer 0.2: with 0.02 greedy search repeats one token whatever the image
+    decoder = tf.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                            add_cross_attention=True, is_decoder=True, initializer_range=0.2,
+                            **_DECODER)
+    return tf.VisionEncoderDecoderModel(tf.VisionEncoderDecoderConfig(
+        encoder=encoder.to_dict(), decoder=decoder.to_dict(), decoder_start_token_id=1,
+        pad_token_id=0, eos_token_id=2))
+
+
+def bert2bert() -> Any:
+    """EncoderDecoderModel of two BERTs (the decoder with cross-attention)."""
+    tf = _tf()
+    text = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=64)
+    return tf.EncoderDecoderModel(tf.EncoderDecoderConfig(
+        encoder=tf.BertConfig(**text).to_dict(),
+        decoder=tf.BertConfig(**text, is_decoder=True, add_cross_attention=True).to_dict(),
+        decoder_start_token_id=1, pad_token_id=0, eos_token_id=2))
+
+
 # name -> (builder, the task detected from its architecture)
 DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
     "llama_base": (llama_base, "feature-extraction-with-past"),
@@ -490,4 +514,6 @@ DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
     "maskformer": (maskformer, "image-segmentation"),
     "vitpose": (vitpose, "keypoint-detection"),
     "mgp_str": (mgp_str, "feature-extraction"),
+    "vision_encoder_decoder": (vision_encoder_decoder, "image-to-text-with-past"),
+    "bert2bert": (bert2bert, "text2text-generation-with-past"),
 }

@@ -16,6 +16,8 @@ import sys
 import numpy as np
 
 OPTIMUM_CLASSES = {
+    "image-to-text": "ORTModelForVision2Seq",
+    "image-to-text-with-past": "ORTModelForVision2Seq",
     "feature-extraction": "ORTModelForFeatureExtraction",
     "feature-extraction-with-past": "ORTModelForFeatureExtraction",  # the cache unused
     "fill-mask": "ORTModelForMaskedLM",
@@ -38,7 +40,8 @@ OPTIMUM_CLASSES = {
     "zero-shot-image-classification": "ORTModelForZeroShotImageClassification",
 }
 GENERATION = {"text-generation", "text-generation-with-past", "text2text-generation",
-              "text2text-generation-with-past", "automatic-speech-recognition"}
+              "text2text-generation-with-past", "automatic-speech-recognition",
+              "image-to-text", "image-to-text-with-past"}
 
 
 def _is_ctc(job: dict) -> bool:
@@ -59,7 +62,8 @@ def run_optimum(job: dict, inputs: dict) -> dict:
     generate = job["task"] in GENERATION and not ctc
     kwargs = {}
     if generate:
-        kwargs["use_cache"] = job["task"] not in ("text-generation", "text2text-generation")
+        kwargs["use_cache"] = job["task"] not in ("text-generation", "text2text-generation",
+                                                  "image-to-text")
     model = cls.from_pretrained(job["folder"], **kwargs)
     feeds = {k: torch.from_numpy(v) for k, v in inputs.items()}
     if generate:

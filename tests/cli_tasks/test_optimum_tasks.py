@@ -156,3 +156,41 @@ def test_staged_output_is_the_last_hidden_state(checkpoints: Any, tmp_path: Any)
     assert all(r.ok for r in result.rows), result.table
     graph = onnx.load(str(result.output_dir / "model.onnx"), load_external_data=False).graph
     assert _dims(graph.output) == {"last_hidden_state": ["batch_size", "6", "32"]}
+
+
+@pytest.mark.parametrize("name, auto_class, client_class", [
+    ("vision_encoder_decoder", "VisionEncoderDecoderModel", "ORTModelForVision2Seq"),
+    ("bert2bert", "EncoderDecoderModel", "ORTModelForSeq2SeqLM"),
+])
+def test_composite_encoder_decoder_generates_in_optimum(
+        name: str, auto_class: str, client_class: str, checkpoints: Any, tmp_path: Any,
+        run_client: Any) -> None:
+    """Encoder-decoders assembled from two configs (an image or text encoder, a decoder with
+    cross-attention): optimum's three files, and eager's greedy tokens in optimum's class."""
+    import transformers
+
+    from onnxport.tasks import export_checkpoint
+
+    result = export_checkpoint(checkpoints(name), tmp_path / "out")
+    assert all(r.ok for r in result.rows), result.table
+    assert [f for f in result.files if f.endswith(".onnx")] == [
+        "decoder_model.onnx", "decoder_with_past_model.onnx", "encoder_model.onnx"]
+    model = getattr(transformers, auto_class).from_pretrained(str(checkpoints(name))).eval()
+    torch.manual_seed(8)
+    if name == "vision_encoder_decoder":
+        inputs = {"pixel_values": torch.rand(2, 3, 32, 32)}
+        decoder = onnx.load(str(result.output_dir / "decoder_model.onnx"),
+                            load_external_data=False).graph
+        assert [v.name for v in decoder.input] == ["input_ids", "encoder_hidden_states"]
+    else:
+        ids = torch.randint(3, 99, (2, 7))
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        inputs["attention_mask"][-1, -2:] = 0
+    with torch.no_grad():
+        expected = model.generate(**inputs, do_sample=False, max_new_tokens=10,
+                                  min_new_tokens=10, num_beams=1).numpy()
+    got = run_client("optimum", result.output_dir, result.task,
+                     {k: v.numpy() for k, v in inputs.items()}, 10)
+    assert str(got["class"]) == client_class
+    np.testing.assert_array_equal(got["tokens"], expected)
+    assert len(set(expected[:, 1:].ravel().tolist())) > 2  # not one repeated token

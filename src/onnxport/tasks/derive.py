@@ -24,6 +24,9 @@ __all__ = ["DERIVED_TASKS", "architecture_task", "auto_class", "derived_family",
 # specific first: an architecture class found in several mappings gets the first task.
 _MAPPINGS: dict[str, tuple[tuple[str, str], ...]] = {
     "text2text-generation": (("SEQ_TO_SEQ_CAUSAL_LM", "AutoModelForSeq2SeqLM"),),
+    # image encoder + text decoder (VisionEncoderDecoderModel); VLMs in the same mapping are
+    # left out (see _is_vision_encoder_decoder)
+    "image-to-text": (("IMAGE_TEXT_TO_TEXT", "AutoModelForImageTextToText"),),
     "automatic-speech-recognition": (("SPEECH_SEQ_2_SEQ", "AutoModelForSpeechSeq2Seq"),
                                      ("CTC", "AutoModelForCTC")),
     "text-generation": (("CAUSAL_LM", "AutoModelForCausalLM"),),
@@ -117,6 +120,9 @@ def derived_tasks(model_type: str) -> tuple[str, ...]:
                 tasks += ["text-generation-with-past", task]
         elif task == "text2text-generation":
             tasks += ["text2text-generation-with-past", task]
+        elif task == "image-to-text":
+            if _is_vision_encoder_decoder(model_type):
+                tasks += ["image-to-text-with-past", task]
         elif task == "feature-extraction" and _is_decoder_only(model_type):
             tasks += [task, "feature-extraction-with-past"]
         else:
@@ -153,12 +159,26 @@ def derived_family(model_type: str, task: str) -> str:
         return "decoder"
     if task.startswith("text2text-generation"):
         return "seq2seq"
+    if task.startswith("image-to-text"):
+        return "vision-seq2seq"
     if task == "automatic-speech-recognition" and model_type in _mapping("SPEECH_SEQ_2_SEQ"):
         return "speech-seq2seq"
     if task == "zero-shot-image-classification" or (
             task == "feature-extraction" and _text_and_image(model_type)):
         return "clip"  # the text and image embeddings, as optimum's CLIP-like configs
     return "derived"
+
+
+def _is_vision_encoder_decoder(model_type: str) -> bool:
+    """Whether `model_type`'s config is an encoder and a decoder sub-config (an image encoder
+    with a text decoder), not a language model that reads images."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    try:
+        sub = getattr(CONFIG_MAPPING[model_type], "sub_configs", None) or {}
+    except KeyError:
+        return False
+    return {"encoder", "decoder"} <= set(sub)
 
 
 def _text_and_image(model_type: str) -> bool:

@@ -340,7 +340,7 @@ FAMILIES: dict[str, Callable[[Any, str, int, int], list[GraphSpec]]] = {
 def graphs_for(model: Any, family: str, task: str, *, batch: int = 2,
                sequence: int = 8) -> list[GraphSpec]:
     """The graphs of `task` for `model` (one per output file)."""
-    if family in ("seq2seq", "speech-seq2seq"):
+    if family in ("seq2seq", "speech-seq2seq", "vision-seq2seq"):
         from onnxport.tasks.seq2seq import seq2seq_graphs
 
         return seq2seq_graphs(model, family, task, batch, sequence)

@@ -1,7 +1,8 @@
-"""Encoder-decoder graphs (T5, BART, Whisper): optimum's three-file layout.
+"""Encoder-decoder graphs (T5, BART, Whisper, vision encoder-decoders): optimum's
+three-file layout.
 
-    encoder_model.onnx            input_ids, attention_mask (Whisper: input_features)
-                                  -> last_hidden_state
+    encoder_model.onnx            input_ids, attention_mask (Whisper: input_features;
+                                  an image encoder: pixel_values) -> last_hidden_state
     decoder_model.onnx            input_ids, encoder_hidden_states, encoder_attention_mask
                                   -> logits, present.{i}.decoder.key/value,
                                      present.{i}.encoder.key/value   (the first step)
@@ -9,7 +10,9 @@
                                   and past_key_values.{i}.encoder.key/value
                                   -> logits, present.{i}.decoder.key/value  (later steps)
 
-Whisper's decoders take no encoder_attention_mask. The cache goes in as plain tensors and
+Whisper's and image encoders' decoders take no encoder_attention_mask: their encoder's length
+is fixed. Composite models (EncoderDecoderModel, VisionEncoderDecoderModel) read the
+decoder's geometry from its sub-config. The cache goes in as plain tensors and
 is rebuilt as transformers' EncoderDecoderCache inside forward.
 """
 
@@ -24,10 +27,18 @@ from onnxport.tasks.graphs import Feeds, GraphSpec, Shape, _float_dtype, _ids, _
 __all__ = ["seq2seq_graphs"]
 
 
+def _decoder_config(config: Any) -> Any:
+    """The decoder's config: its own sub-config in a composite model (EncoderDecoderModel,
+    VisionEncoderDecoderModel), else the model's."""
+    return getattr(config, "decoder", None) or config
+
+
 def _geometry(config: Any) -> tuple[int, int, int]:
     """(decoder layers, heads, head_dim)."""
+    config = _decoder_config(config)
     layers = int(getattr(config, "num_decoder_layers", None) or
-                 getattr(config, "decoder_layers", None) or config.num_layers)
+                 getattr(config, "decoder_layers", None) or
+                 getattr(config, "num_layers", None) or config.num_hidden_layers)
     heads = int(getattr(config, "decoder_attention_heads", None) or
                 getattr(config, "num_heads", None) or config.num_attention_heads)
     d_model = int(getattr(config, "d_model", None) or config.hidden_size)
@@ -54,19 +65,29 @@ class SpeechEncoder(torch.nn.Module):
         return self.model.get_encoder()(input_features=input_features).last_hidden_state
 
 
-class Decoder(torch.nn.Module):
-    """One decoder step; `past_key_values` flat: per layer self key, value, cross key, value."""
-
-    def __init__(self, model: Any, *, with_past: bool, speech: bool) -> None:
+class VisionEncoder(torch.nn.Module):
+    def __init__(self, model: Any) -> None:
         super().__init__()
-        self.model, self.with_past, self.speech = model, with_past, speech
+        self.model = model
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        return self.model.get_encoder()(pixel_values=pixel_values).last_hidden_state
+
+
+class Decoder(torch.nn.Module):
+    """One decoder step; `past_key_values` flat: per layer self key, value, cross key, value.
+    `masked`: the decoder takes the encoder's attention mask (text encoders)."""
+
+    def __init__(self, model: Any, *, with_past: bool, masked: bool) -> None:
+        super().__init__()
+        self.model, self.with_past, self.masked = model, with_past, masked
 
     def forward(self, input_ids: torch.Tensor, encoder_hidden_states: torch.Tensor,
                 encoder_attention_mask: torch.Tensor | None = None,
                 past_key_values: list[torch.Tensor] | None = None) -> Any:
         from transformers import DynamicCache, EncoderDecoderCache
 
-        config = self.model.config
+        config = _decoder_config(self.model.config)
         if past_key_values:
             p = past_key_values
             layers = range(len(p) // 4)
@@ -76,7 +97,7 @@ class Decoder(torch.nn.Module):
         else:
             cache = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
         kwargs: dict[str, Any] = {}
-        if not self.speech:
+        if self.masked:
             kwargs["attention_mask"] = encoder_attention_mask
         out = self.model(encoder_outputs=(encoder_hidden_states,), decoder_input_ids=input_ids,
                          past_key_values=cache, use_cache=True, **kwargs)
@@ -96,14 +117,29 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
 
     config = model.config
     speech = family == "speech-seq2seq"
+    vision = family == "vision-seq2seq"
+    fixed = speech or vision  # the encoder's length is fixed by the audio or image size
+    decoder_config = _decoder_config(config)
+    encoder_config = getattr(config, "encoder", None) or config
     layers, heads, head_dim = _geometry(config)
     dtype = _float_dtype(model)
-    hidden = int(getattr(config, "d_model", None) or config.hidden_size)
     with_past = task.endswith("-with-past") or speech
     enc_axes = {0: "batch_size", 1: "encoder_sequence_length"}
 
     # -- encoder
-    if speech:
+    if vision:
+        size = encoder_config.image_size
+        height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+        channels = int(getattr(encoder_config, "num_channels", 3) or 3)
+
+        def make_enc(shape: Shape) -> Feeds:
+            return {"pixel_values": torch.rand(shape["batch_size"], channels, height,
+                                               width).to(dtype)}
+
+        encoder = GraphSpec("encoder_model.onnx", VisionEncoder(model), ["pixel_values"],
+                            ["last_hidden_state"], {"pixel_values": {0: "batch_size"}},
+                            make_enc, [{"batch_size": batch}, {"batch_size": batch + 1}])
+    elif speech:
         mels = int(config.num_mel_bins)
         frames = 2 * int(config.max_source_positions)
 
@@ -116,7 +152,7 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
     else:
         def make_enc(shape: Shape) -> Feeds:
             b, s = shape["batch_size"], shape["encoder_sequence_length"]
-            return {"input_ids": _ids(config, b, s), "attention_mask": _mask(b, s)}
+            return {"input_ids": _ids(encoder_config, b, s), "attention_mask": _mask(b, s)}
 
         encoder = GraphSpec("encoder_model.onnx", Encoder(model),
                             ["input_ids", "attention_mask"], ["last_hidden_state"],
@@ -124,6 +160,9 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
                             [{"batch_size": batch, "encoder_sequence_length": seq},
                              {"batch_size": batch + 1, "encoder_sequence_length": seq + 5}])
     encoder.export = _generic_export(export, encoder, encoder.input_names)
+    hidden, enc_length = _encoder_output(model, encoder)
+    if speech:
+        enc_length = frames // 2
 
     # -- decoders
     def present_names(cross: bool) -> list[str]:
@@ -135,15 +174,15 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
         return names
 
     past_names = [n.replace("present.", "past_key_values.", 1) for n in present_names(True)]
-    base_inputs = ["input_ids", "encoder_hidden_states"] + ([] if speech else
+    base_inputs = ["input_ids", "encoder_hidden_states"] + ([] if fixed else
                                                             ["encoder_attention_mask"])
 
     def make_dec(shape: Shape, past: bool) -> Feeds:
         b, t = shape["batch_size"], shape["decoder_sequence_length"]
-        e = frames // 2 if speech else shape["encoder_sequence_length"]
-        feeds: Feeds = {"input_ids": _ids(config, b, t),
+        e = enc_length if fixed else shape["encoder_sequence_length"]
+        feeds: Feeds = {"input_ids": _ids(decoder_config, b, t),
                         "encoder_hidden_states": torch.randn(b, e, hidden).to(dtype)}
-        if not speech:
+        if not fixed:
             feeds["encoder_attention_mask"] = _mask(b, e)
         if past:
             p = shape["past_decoder_sequence_length"]
@@ -164,14 +203,17 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
         "input_ids": {0: "batch_size", 1: "decoder_sequence_length"},
         "encoder_hidden_states": {0: "batch_size", 1: "encoder_sequence_length"},
         "encoder_attention_mask": dict(enc_axes)}
-    if speech:
+    if fixed:
         dec_dims["encoder_hidden_states"] = {0: "batch_size"}
     specs = [encoder]
     first_shapes = [{"batch_size": batch, "decoder_sequence_length": seq - 3,
                      "encoder_sequence_length": seq},
                     {"batch_size": batch + 1, "decoder_sequence_length": seq - 1,
                      "encoder_sequence_length": seq + 5}]
-    decoder = Decoder(model, with_past=False, speech=speech)
+    if fixed:  # the encoder's length is the audio's or image's, not a dim of these graphs
+        for shape in first_shapes:
+            del shape["encoder_sequence_length"]
+    decoder = Decoder(model, with_past=False, masked=not fixed)
     out_names = ["logits", *present_names(True)]
     spec = GraphSpec("decoder_model.onnx", decoder, base_inputs, out_names,
                      {n: dec_dims[n] for n in base_inputs},
@@ -180,14 +222,14 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
     spec.export = _generic_export(export, spec, base_inputs)
     specs.append(spec)
     if with_past:
-        decoder_p = Decoder(model, with_past=True, speech=speech)
+        decoder_p = Decoder(model, with_past=True, masked=not fixed)
         out_p = ["logits", *present_names(False)]
         names_p = [*base_inputs, *past_names]
         dims_p = {n: dec_dims[n] for n in base_inputs}
         for n in past_names:
             dims_p[n] = ({0: "batch_size", 2: "encoder_sequence_length"} if ".encoder." in n
                          else {0: "batch_size", 2: "past_decoder_sequence_length"})
-            if speech and ".encoder." in n:
+            if fixed and ".encoder." in n:
                 dims_p[n] = {0: "batch_size"}
         shapes_p = [{**first_shapes[0], "decoder_sequence_length": 2,
                      "past_decoder_sequence_length": seq - 3},
@@ -199,6 +241,23 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
         spec_p.export = _past_export(export, spec_p, base_inputs, past_names)
         specs.append(spec_p)
     return specs
+
+
+def _encoder_output(model: Any, encoder: GraphSpec) -> tuple[int, int]:
+    """(width, length) of the encoder's last_hidden_state at its first shape: from the
+    config, or by running the encoder once when the config does not say (composite models,
+    image encoders) and the weights are real."""
+    config = model.config
+    width = getattr(config, "d_model", None) or getattr(config, "hidden_size", None)
+    real = not any(p.is_meta or isinstance(p, torch._subclasses.FakeTensor)
+                   for p in model.parameters())
+    if (width is None or hasattr(config, "encoder") or "pixel_values" in encoder.input_names) \
+            and real:
+        feeds = encoder.make_inputs(encoder.shapes[0])
+        with torch.no_grad():
+            out = encoder.module(*[feeds[n] for n in encoder.input_names])
+        return int(out.shape[-1]), int(out.shape[1])
+    return int(width), 0
 
 
 def _generic_export(export: Any, spec: GraphSpec, names: list[str]) -> Any:
