@@ -482,6 +482,14 @@ def bert2bert() -> Any:
         decoder_start_token_id=1, pad_token_id=0, eos_token_id=2))
 
 
+def owlvit() -> Any:
+    tf = _tf()
+    text, vision = _two_towers()
+    text["max_position_embeddings"] = 16
+    return tf.OwlViTForObjectDetection(tf.OwlViTConfig(text_config=text, vision_config=vision,
+                                                       projection_dim=32))
+
+
 # name -> (builder, the task detected from its architecture)
 DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
     "llama_base": (llama_base, "feature-extraction-with-past"),
@@ -516,4 +524,5 @@ DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
     "mgp_str": (mgp_str, "feature-extraction"),
     "vision_encoder_decoder": (vision_encoder_decoder, "image-to-text-with-past"),
     "bert2bert": (bert2bert, "text2text-generation-with-past"),
+    "owlvit": (owlvit, "zero-shot-object-detection"),
 }

@@ -194,3 +194,36 @@ def test_composite_encoder_decoder_generates_in_optimum(
     assert str(got["class"]) == client_class
     np.testing.assert_array_equal(got["tokens"], expected)
     assert len(set(expected[:, 1:].ravel().tolist())) > 2  # not one repeated token
+
+
+def test_zero_shot_object_detection(checkpoints: Any, tmp_path: Any) -> None:
+    """OWL-ViT: text queries (2 per image) and images, each batch dynamic; optimum's names."""
+    from onnxport.tasks import export_checkpoint
+
+    result = export_checkpoint(checkpoints("owlvit"), tmp_path / "out")
+    assert result.task == "zero-shot-object-detection"
+    assert len({r.shape_label for r in result.rows}) >= 2
+    assert all(r.ok for r in result.rows), result.table
+    graph = onnx.load(str(result.output_dir / "model.onnx"), load_external_data=False).graph
+    dims = _dims(graph.input)
+    assert dims["input_ids"] == ["text_batch_size", "sequence_length"]
+    assert dims["pixel_values"][0] == "image_batch_size"
+    assert [v.name for v in graph.output] == ["logits", "pred_boxes", "text_embeds",
+                                              "image_embeds"]
+    # Three queries per image at a new batch: boxes and scores equal eager's.
+    import transformers
+
+    model = transformers.OwlViTForObjectDetection.from_pretrained(
+        str(checkpoints("owlvit"))).eval()
+    ids = torch.randint(3, 99, (6, 7))
+    feeds = {"input_ids": ids, "pixel_values": torch.rand(2, 3, 32, 32),
+             "attention_mask": torch.ones_like(ids)}
+    with torch.no_grad():
+        out = model(**feeds)
+    session = onnxruntime.InferenceSession(str(result.output_dir / "model.onnx"),
+                                           providers=["CPUExecutionProvider"])
+    got = dict(zip([v.name for v in graph.output],
+                   session.run(None, {k: v.numpy() for k, v in feeds.items()})))
+    for field in ("logits", "pred_boxes"):
+        np.testing.assert_allclose(got[field], getattr(out, field).numpy(), rtol=0, atol=1e-4)
+    assert got["logits"].shape == (2, 16, 3)

@@ -38,10 +38,11 @@ tasks (optimum's names): feature-extraction, feature-extraction-with-past, fill-
   text-classification, token-classification, question-answering, multiple-choice,
   text-generation, text-generation-with-past, text2text-generation,
   text2text-generation-with-past, image-classification, object-detection,
-  semantic-segmentation, depth-estimation, masked-im, automatic-speech-recognition,
+  semantic-segmentation, image-segmentation, image-to-image, image-to-text(-with-past),
+  keypoint-detection, depth-estimation, masked-im, automatic-speech-recognition,
   audio-classification, audio-frame-classification, audio-xvector,
-  zero-shot-image-classification; those a model type has come from transformers' Auto
-  mappings. docs/cli.md lists the files and names each writes.
+  zero-shot-image-classification, zero-shot-object-detection; those a model type has come
+  from transformers' Auto mappings. docs/cli.md lists the files and names each writes.
 """
 
 INSPECT_EPILOG = """\

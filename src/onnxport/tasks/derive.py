@@ -44,6 +44,8 @@ _MAPPINGS: dict[str, tuple[tuple[str, str], ...]] = {
                            ("INSTANCE_SEGMENTATION", "AutoModelForInstanceSegmentation"),
                            ("UNIVERSAL_SEGMENTATION", "AutoModelForUniversalSegmentation")),
     "image-to-image": (("IMAGE_TO_IMAGE", "AutoModelForImageToImage"),),
+    "zero-shot-object-detection": (("ZERO_SHOT_OBJECT_DETECTION",
+                                    "AutoModelForZeroShotObjectDetection"),),
     "keypoint-detection": (("POSE_ESTIMATION", "AutoModelForPoseEstimation"),),
     "depth-estimation": (("DEPTH_ESTIMATION", "AutoModelForDepthEstimation"),),
     "masked-im": (("MASKED_IMAGE_MODELING", "AutoModelForMaskedImageModeling"),),
@@ -72,6 +74,7 @@ _FIELDS = {
     "automatic-speech-recognition": ["logits"],
     "image-to-image": ["reconstruction"],
     "keypoint-detection": ["heatmaps"],
+    "zero-shot-object-detection": ["logits", "pred_boxes", "text_embeds", "image_embeds"],
 }
 # Output names optimum gives a model type's fields where no rule derives them: name -> field
 # (`field[i]`: an element of a tuple field).
@@ -260,7 +263,9 @@ def derived_graphs(model: Any, task: str, batch: int, seq: int) -> list[Any]:
     if "return_dict" in params:
         fixed["return_dict"] = True
     main = getattr(model, "main_input_name", "input_ids")
-    if task == "feature-extraction" and "decoder_input_ids" in params:
+    if task == "zero-shot-object-detection":
+        names, dims, make, shapes = _text_image_inputs(model, batch, seq)
+    elif task == "feature-extraction" and "decoder_input_ids" in params:
         names, dims, make, shapes = _seq2seq_inputs(model, main, batch, seq)
     elif main == "input_ids":
         names, dims, make, shapes = _text_inputs(model, params, task, batch, seq)
@@ -325,6 +330,38 @@ def _text_inputs(model: Any, params: set[str], task: str, batch: int, seq: int) 
     return (names, {n: dict(axes) for n in names}, make,
             [{"batch_size": batch, "sequence_length": seq},
              {"batch_size": batch + 1, "sequence_length": seq + 5}])
+
+
+def _text_image_inputs(model: Any, batch: int, seq: int) -> Any:
+    """Text queries and images (OWL-ViT): input_ids, attention_mask
+    [text_batch_size, sequence_length] (`queries` per image), pixel_values
+    [image_batch_size, channels, height, width]."""
+    from onnxport.tasks.graphs import _ids, _mask
+
+    config = model.config
+    text = getattr(config, "text_config", None) or config
+    vision = getattr(config, "vision_config", None) or config
+    size = getattr(vision, "image_size", None) or 224
+    height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    channels = int(getattr(vision, "num_channels", 3) or 3)
+    max_pos = int(getattr(text, "max_position_embeddings", 0) or 0)
+    seq = min(seq, max_pos) if max_pos else seq
+    dtype = _float_dtype(model)
+    queries = 2
+    names = ["input_ids", "pixel_values", "attention_mask"]
+    text_axes = {0: "text_batch_size", 1: "sequence_length"}
+    dims = {"input_ids": text_axes, "attention_mask": dict(text_axes),
+            "pixel_values": {0: "image_batch_size"}}
+
+    def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
+        images, s = shape["image_batch_size"], shape["sequence_length"]
+        return {"input_ids": _ids(text, images * queries, s),
+                "pixel_values": torch.rand(images, channels, height, width).to(dtype),
+                "attention_mask": _mask(images * queries, s)}
+
+    return names, dims, make, [
+        {"image_batch_size": batch, "sequence_length": seq},
+        {"image_batch_size": batch + 1, "sequence_length": max(2, seq - 3)}]
 
 
 def _seq2seq_inputs(model: Any, main: str, batch: int, seq: int) -> Any:

@@ -63,6 +63,9 @@ TASKS: dict[str, TaskInfo] = {t.name: t for t in [
              "segmentation logits and masks (the type's segmentation class: semantic, "
              "instance or universal)"),
     TaskInfo("image-to-image", "AutoModelForImageToImage", "an image (super-resolution)"),
+    TaskInfo("zero-shot-object-detection", "AutoModelForZeroShotObjectDetection",
+             "boxes and scores per text query (logits, pred_boxes, text_embeds, "
+             "image_embeds)"),
     TaskInfo("keypoint-detection", "AutoModelForPoseEstimation", "keypoint heatmaps"),
     TaskInfo("depth-estimation", "AutoModelForDepthEstimation", "per-pixel depth"),
     TaskInfo("masked-im", "AutoModelForMaskedImageModeling", "reconstructed pixels"),
