@@ -490,6 +490,13 @@ def owlvit() -> Any:
                                                        projection_dim=32))
 
 
+def patchtst() -> Any:
+    tf = _tf()
+    return tf.PatchTSTModel(tf.PatchTSTConfig(
+        num_input_channels=3, context_length=32, patch_length=8, patch_stride=8, d_model=32,
+        num_attention_heads=4, num_hidden_layers=2, ffn_dim=64))
+
+
 # name -> (builder, the task detected from its architecture)
 DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
     "llama_base": (llama_base, "feature-extraction-with-past"),
@@ -525,4 +532,5 @@ DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
     "vision_encoder_decoder": (vision_encoder_decoder, "image-to-text-with-past"),
     "bert2bert": (bert2bert, "text2text-generation-with-past"),
     "owlvit": (owlvit, "zero-shot-object-detection"),
+    "patchtst": (patchtst, "feature-extraction"),
 }

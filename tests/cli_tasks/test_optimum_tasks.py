@@ -1,5 +1,6 @@
 """optimum's tasks beyond the first derived set: feature-extraction-with-past,
-image-segmentation, keypoint-detection, and output names optimum gives per type (MGP-STR).
+image-segmentation, keypoint-detection, image-to-text, zero-shot-object-detection, time
+series, composite encoder-decoders, and output names optimum gives per type (MGP-STR).
 
 optimum-cli 0.1 exports feature-extraction-with-past for decoder-only types as model.onnx with
 inputs input_ids, attention_mask and position_ids (no past inputs) and outputs
@@ -227,3 +228,16 @@ def test_zero_shot_object_detection(checkpoints: Any, tmp_path: Any) -> None:
     for field in ("logits", "pred_boxes"):
         np.testing.assert_allclose(got[field], getattr(out, field).numpy(), rtol=0, atol=1e-4)
     assert got["logits"].shape == (2, 16, 3)
+
+
+def test_time_series_feature_extraction(checkpoints: Any, tmp_path: Any) -> None:
+    """PatchTST: past_values [batch_size, context_length, channels] -> last_hidden_state."""
+    from onnxport.tasks import export_checkpoint
+
+    result = export_checkpoint(checkpoints("patchtst"), tmp_path / "out")
+    assert result.task == "feature-extraction"
+    assert len({r.shape_label for r in result.rows}) >= 2
+    assert all(r.ok for r in result.rows), result.table
+    graph = onnx.load(str(result.output_dir / "model.onnx"), load_external_data=False).graph
+    assert _dims(graph.input) == {"past_values": ["batch_size", "32", "3"]}
+    assert [v.name for v in graph.output] == ["last_hidden_state"]

@@ -273,6 +273,8 @@ def derived_graphs(model: Any, task: str, batch: int, seq: int) -> list[Any]:
         names, dims, make, shapes = _vision_inputs(model, batch)
     elif main in ("input_values", "input_features"):
         names, dims, make, shapes = _audio_inputs(model, main, batch)
+    elif main == "past_values":
+        names, dims, make, shapes = _series_inputs(model, batch)
     else:
         from onnxport.tasks.errors import UnsupportedTaskError
 
@@ -414,6 +416,20 @@ def _vision_inputs(model: Any, batch: int) -> Any:
                                            width).to(dtype)}
 
     return (["pixel_values"], {"pixel_values": {0: "batch_size"}}, make,
+            [{"batch_size": batch}, {"batch_size": batch + 1}])
+
+
+def _series_inputs(model: Any, batch: int) -> Any:
+    """A time series (PatchTST, PatchTSMixer): past_values
+    [batch_size, context_length, num_input_channels]."""
+    config = model.config
+    length, channels = int(config.context_length), int(config.num_input_channels)
+    dtype = _float_dtype(model)
+
+    def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
+        return {"past_values": torch.randn(shape["batch_size"], length, channels).to(dtype)}
+
+    return (["past_values"], {"past_values": {0: "batch_size"}}, make,
             [{"batch_size": batch}, {"batch_size": batch + 1}])
 
 
