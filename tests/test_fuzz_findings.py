@@ -5,6 +5,9 @@ another), the checker with shape inference, and the warnings.
 
 * max_pool in ceil mode where torch drops the last window (it would start in the right
   padding): the file must pass `check_model(full_check=True)` (seed 10298).
+* from the 5000-seed run: a dilated ceil-mode max_pool window that holds only padding
+  (-inf and torch's index, seeds 11994 and 14247); adaptive_max_pool of a batch of 0 (seed
+  11420 and four more).
 * a dim the user asked to be dynamic stays dynamic wherever torch.onnx keeps it (the
   suggested-fix retry made it static: seeds 10122 and friends; strict capture specialised it
   silently: seed 10117); where no strategy keeps it (the model specialises it, or its size
@@ -115,6 +118,49 @@ def test_max_pool_ceil_mode_like_torch_onnx(fn: str, shape: tuple[int, ...], kw:
         assert a.shape == b.shape
         torch.testing.assert_close(torch.from_numpy(a), torch.from_numpy(b))
     assert mine_warned == []
+
+
+# -- found by the 5000-seed run (seeds 10000-14999) ----------------------------------------
+
+# A dilated window in ceil mode can hold padding only: torch gives -inf and, as index, its
+# start moved past the left padding (seeds 11994, 14247); MaxPool gives the lowest float.
+_EMPTY_WINDOWS = [
+    ("max_pool1d", (3, 4, 1), {"kernel_size": 3, "padding": 1, "dilation": 2,
+                               "ceil_mode": True, "return_indices": True}),
+    ("max_pool3d", (2, 6, 1, 4, 4), {"kernel_size": [2, 3, 3], "padding": [1, 0, 0],
+                                     "dilation": [2, 1, 1], "ceil_mode": True}),
+    ("max_pool2d", (1, 2, 1, 5), {"kernel_size": [3, 2], "padding": [1, 0],
+                                  "dilation": [2, 1], "ceil_mode": True,
+                                  "return_indices": True}),
+]
+
+
+@pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "torchscript"])
+@pytest.mark.parametrize("fn,shape,kw", _EMPTY_WINDOWS,
+                         ids=[f"{f}-{s}" for f, s, _ in _EMPTY_WINDOWS])
+def test_max_pool_window_of_padding_only(fn: str, shape: tuple[int, ...], kw: dict[str, Any],
+                                         dynamo: bool) -> None:
+    model = _M(lambda x: getattr(F, fn)(x, **kw))
+    x = torch.randn(*shape)
+    expected = model(x)
+    assert torch.isinf(expected[0] if isinstance(expected, tuple) else expected).any()
+    mine, _ = _export("onnxport", model, x, dynamo, **({} if dynamo else {"input_names": ["x"]}))
+    assert _checks(mine)
+    _assert_eager(mine, model, x)
+
+
+@pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "torchscript"])
+@pytest.mark.parametrize("out,indices", [([3, 3], True), ([5, 3], False)])
+def test_adaptive_max_pool_of_an_empty_batch(out: list[int], indices: bool,
+                                             dynamo: bool) -> None:
+    """Seeds 11420 and friends: a batch of 0 through adaptive_max_pool with uneven windows
+    made a Reshape to [0, 0, -1], which ONNX refuses. (torch.onnx's TorchScript flavour
+    refuses uneven adaptive windows at any batch.)"""
+    model = _M(lambda x: F.adaptive_max_pool2d(x, out, return_indices=indices))
+    x = torch.randn(0, 3, 5, 8)
+    mine, _ = _export("onnxport", model, x, dynamo, **({} if dynamo else {"input_names": ["x"]}))
+    assert _checks(mine)
+    _assert_eager(mine, model, x)
 
 
 # -- dims asked to be dynamic ---------------------------------------------------------------
@@ -238,3 +284,24 @@ def test_a_dim_whose_size_one_changes_the_rank_is_static_with_a_warning() -> Non
     for a, b in zip(_run(mine, x), _run(theirs, x)):
         torch.testing.assert_close(torch.from_numpy(a), torch.from_numpy(b))
     assert [w for w in mine_warned if re.search(r"'x' axis 0 \('batch'\)", w)], mine_warned
+
+
+def test_a_dim_whose_fix_torch_cannot_word() -> None:
+    """Seeds 13045 and 14241: the model folds the batch (`reshape(-1, 3)`); torch.export's
+    non-strict capture crashes while wording its suggested fix ("Cannot create Dim with
+    inconsistent min=1, max=1"), and strict capture reports a constraint violation. onnxport
+    read only the first error and raised a CaptureError naming nothing; it now reads the
+    other strategy's violation and captures with the guards as run-time asserts: the batch
+    stays dynamic and the file matches eager at another batch."""
+    from tests.fuzz.generator import generate
+
+    case = generate(13045)
+    x = case.args[0]
+    mine, _ = _export("onnxport", case.module, x, True, dynamic_shapes=({0: Dim("batch")},))
+    assert _inputs(mine)[0][1][0] == "batch"
+    assert _checks(mine)
+    for y in (x, torch.cat([x, x])):
+        with torch.no_grad():
+            expected = torch.utils._pytree.tree_leaves(case.module(y))
+        for a, e in zip(_run(mine, y), expected):
+            torch.testing.assert_close(torch.from_numpy(a), e)

@@ -151,8 +151,11 @@ def capture(
             """(program, strategy, whether it was captured size-oblivious)."""
             first = len(attempts)
             found, name = attempt(dynamic_shapes, "", False, oblivious)
-            error = attempts[first].error
-            if error is None or not explain_constraint_violation(error, dynamic_shapes):
+            # Any strategy's constraint violation: torch can crash while it words one for
+            # another (non-strict: "Cannot create Dim with inconsistent min=1, max=1").
+            error = next((a.error for a in attempts[first:] if a.error is not None
+                          and explain_constraint_violation(a.error, dynamic_shapes)), None)
+            if attempts[first].error is None or error is None:
                 return found, name, oblivious
             if found is not None and len(attempts) > first + 1:
                 kept, kept_name = attempt(dynamic_shapes, _DEFERRED, True, not fallback)
@@ -167,7 +170,10 @@ def capture(
             # A size-oblivious capture squeezed wrongly: capture with sizes 0 and 1 as sizes.
             program, strategy, size_oblivious = run(False, True)
         rejected = next((a.error for a in attempts if a.error is not None
-                         and not isinstance(a.error, CaptureError)), None)
+                         and not isinstance(a.error, CaptureError)
+                         and explain_constraint_violation(a.error, dynamic_shapes)),
+                        None) or next((a.error for a in attempts if a.error is not None
+                                       and not isinstance(a.error, CaptureError)), None)
         if program is None:
             fixed = _refine(rejected, dynamic_shapes)
             if fixed is not None:

@@ -52,11 +52,57 @@ def _max_pool(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[in
     attrs = {"kernel_shape": kernel, "strides": strides, "pads": onnx_pads,
              "dilations": dilations, "ceil_mode": int(ceil)}
     cut = _dropped_windows(g, self, kernel, strides, pads, dilations, ceil, n)
+    empty = _empty_windows(self, kernel, strides, pads, dilations, ceil_mode, n)
     if not with_indices:
-        return cast(g, _drop_batch(g, cut(g.op("MaxPool", x, **attrs)), unbatched), dtype)
+        y = cut(g.op("MaxPool", x, **attrs))
+        if empty is not None:
+            y = _fill_empty(g, y, empty[0], -np.inf)
+        return cast(g, _drop_batch(g, y, unbatched), dtype)
     y, idx = g.op("MaxPool", x, outputs=2, **attrs)
-    idx = _plane_indices(g, self, cut(idx), n)
-    return cast(g, _drop_batch(g, cut(y), unbatched), dtype), _drop_batch(g, idx, unbatched)
+    y, idx = cut(y), _plane_indices(g, self, cut(idx), n)
+    if empty is not None:
+        y = _fill_empty(g, y, empty[0], -np.inf)
+        idx = _fill_empty(g, idx, empty[0], empty[1])
+    return cast(g, _drop_batch(g, y, unbatched), dtype), _drop_batch(g, idx, unbatched)
+
+
+def _empty_windows(self: Tensor, kernel: list[int], strides: list[int], pads: list[int],
+                   dilations: list[int], ceil_mode: bool, n: int,
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Output positions whose dilated window holds no input element, only padding (possible
+    with dilation and ceil mode): torch gives -inf there and, as index, the window's start
+    moved past the left padding by whole dilations. (mask, index) over the output's spatial
+    shape, or None when no window is empty or a spatial size is dynamic. MaxPool would give
+    the type's lowest value instead."""
+    sizes = _static_sizes(self, n)
+    if sizes is None:
+        return None
+    masks, starts = [], []
+    for v, k, s, p, d in zip(sizes, kernel, strides, pads, dilations):
+        out = _pool_out_size(v, k, s, p, ceil_mode, d)
+        first = np.arange(out) * s - p
+        taps = first[:, None] + d * np.arange(k)[None, :]
+        masks.append(~((taps >= 0) & (taps < v)).any(axis=1))
+        # torch's start: moved right by whole dilations until it is not negative
+        starts.append(np.where(first < 0, first + d * (-(first // d)), first))
+    if not any(m.any() for m in masks):
+        return None
+    mask = np.zeros([len(m) for m in masks], dtype=bool)
+    index = np.zeros(mask.shape, dtype=np.int64)
+    for i, (m, start) in enumerate(zip(masks, starts)):
+        shape = [1] * n
+        shape[i] = len(m)
+        mask = mask | m.reshape(shape)
+        index = index + (start * math.prod(sizes[i + 1:])).reshape(shape)
+    return mask, index
+
+
+def _fill_empty(g: GraphBuilder, y: Tensor, mask: np.ndarray, value: Any) -> Tensor:
+    """`value` (a scalar, or an array over the spatial shape) where `mask`, else y."""
+    dtype = y.dtype
+    assert dtype is not None
+    fill = np.broadcast_to(np.asarray(value), mask.shape).astype(dtype.numpy())
+    return g.op("Where", g.const(mask), g.const(np.ascontiguousarray(fill), dtype), y)
 
 
 def _dropped_windows(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[int],
@@ -400,7 +446,8 @@ def _adaptive_max_pool_windows(g: GraphBuilder, self: Tensor, sizes: list[int],
     assert dtype is not None
     x, unbatched = _add_batch(g, self, n)
     x = cast(g, x, _compute_dtype(self))
-    plane = g.op("Reshape", x, g.const([0, 0, -1], ir.DataType.INT64))
+    # The plane's size, not -1: a batch of 0 makes -1 undefined (ONNX refuses it).
+    plane = g.op("Reshape", x, g.const([0, 0, math.prod(sizes)], ir.DataType.INT64))
     windows = g.op("Gather", plane, g.const(positions.reshape(-1), ir.DataType.INT64), axis=2)
     windows = g.op("Reshape", windows, g.const([0, 0, *outs, k], ir.DataType.INT64))
     y = g.op("ReduceMax", windows, g.const([-1], ir.DataType.INT64), keepdims=0)
