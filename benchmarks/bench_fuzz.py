@@ -5,6 +5,7 @@
     python benchmarks/bench_fuzz.py --seeds 2000 --start 2000 --exporters torch.onnx \
         --flavours torchscript --jsonl a.jsonl         # one shard; every outcome kept as a line
     python benchmarks/bench_fuzz.py --merge a.jsonl b.jsonl --out FILE   # one table of shards
+    python benchmarks/bench_fuzz.py --seed-list seeds.txt --jsonl a.jsonl   # re-run some seeds
 
 Each seed runs in both flavours (dynamo=True / dynamo=False), static and dynamic (dim 0, and
 from seed 10000 on the wider grammar's dims and Dim styles: tests/fuzz/generator.py), with
@@ -122,6 +123,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=100, help="number of seeds")
     parser.add_argument("--start", type=int, default=0, help="first seed")
     parser.add_argument("--only", type=int, default=None, help="run one seed, show details")
+    parser.add_argument("--seed-list", default=None, metavar="FILE",
+                        help="run the seeds listed in FILE (whitespace-separated), e.g. to "
+                             "re-run those a fix touches; with --jsonl and --merge the "
+                             "later outcome of a variant wins")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per variant")
     parser.add_argument("--budget", type=float, default=None,
                         help="stop starting new seeds after this many minutes")
@@ -141,7 +146,13 @@ def main() -> None:
         return
     exporters = tuple(ns.exporters.split(","))
     flavours = tuple(ns.flavours.split(","))
-    seeds = [ns.only] if ns.only is not None else list(range(ns.start, ns.start + ns.seeds))
+    if ns.only is not None:
+        seeds = [ns.only]
+    elif ns.seed_list:
+        with open(ns.seed_list, encoding="utf-8") as fh:
+            seeds = [int(t) for t in fh.read().split()]
+    else:
+        seeds = list(range(ns.start, ns.start + ns.seeds))
     workers = {e: Worker(timeout=ns.timeout) for e in exporters}
     results: list[Outcome] = []
     start = time.perf_counter()
