@@ -29,8 +29,14 @@ __all__ = ["seq2seq_graphs"]
 
 def _decoder_config(config: Any) -> Any:
     """The decoder's config: its own sub-config in a composite model (EncoderDecoderModel,
-    VisionEncoderDecoderModel), else the model's."""
-    return getattr(config, "decoder", None) or config
+    VisionEncoderDecoderModel), else the model's (which may hold a small `decoder` config
+    of its own, as FSMT's vocabulary, beside the decoder's sizes)."""
+    from transformers import PretrainedConfig
+
+    sub = getattr(config, "decoder", None)
+    own = any(getattr(config, k, None) for k in ("decoder_layers", "num_decoder_layers",
+                                                  "num_layers", "num_hidden_layers"))
+    return sub if isinstance(sub, PretrainedConfig) and not own else config
 
 
 def _geometry(config: Any) -> tuple[int, int, int]:
