@@ -424,6 +424,26 @@ def mobilevit_segmentation() -> Any:
         aspp_out_channels=16, initializer_range=0.3))  # logits up to ~0.04 (0.02: ~1e-9)
 
 
+def detr_segmentation() -> Any:
+    """DETR's segmentation head (its mask head needs d_model + heads divisible by 8)."""
+    tf = _tf()
+    backbone = tf.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16, 16, 16],
+                               depths=[1, 1, 1, 1],
+                               out_features=["stage1", "stage2", "stage3", "stage4"])
+    return tf.DetrForSegmentation(tf.DetrConfig(
+        use_timm_backbone=False, use_pretrained_backbone=False, backbone=None,
+        backbone_config=backbone, d_model=32, encoder_layers=1, decoder_layers=1,
+        encoder_attention_heads=8, decoder_attention_heads=8, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, num_queries=6, num_labels=3, init_std=0.2))
+
+
+def swin2sr() -> Any:
+    tf = _tf()
+    return tf.Swin2SRForImageSuperResolution(tf.Swin2SRConfig(
+        image_size=16, patch_size=1, embed_dim=16, depths=[1, 1], num_heads=[2, 2],
+        window_size=4, upscale=2))
+
+
 def maskformer() -> Any:
     """Swin backbone, DETR decoder: optimum's image-segmentation is its class and mask
     logits per query."""
@@ -528,6 +548,8 @@ DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
     "mobilevit_segmentation": (mobilevit_segmentation, "semantic-segmentation"),
     "maskformer": (maskformer, "image-segmentation"),
     "vitpose": (vitpose, "keypoint-detection"),
+    "detr_segmentation": (detr_segmentation, "image-segmentation"),
+    "swin2sr": (swin2sr, "image-to-image"),
     "mgp_str": (mgp_str, "feature-extraction"),
     "vision_encoder_decoder": (vision_encoder_decoder, "image-to-text-with-past"),
     "bert2bert": (bert2bert, "text2text-generation-with-past"),

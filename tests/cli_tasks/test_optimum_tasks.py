@@ -1,5 +1,5 @@
 """optimum's tasks beyond the first derived set: feature-extraction-with-past,
-image-segmentation, keypoint-detection, image-to-text, zero-shot-object-detection, time
+image-segmentation, image-to-image, keypoint-detection, image-to-text, zero-shot-object-detection, time
 series, composite encoder-decoders, and output names optimum gives per type (MGP-STR).
 
 optimum-cli 0.1 exports feature-extraction-with-past for decoder-only types as model.onnx with
@@ -27,6 +27,18 @@ def _dims(values: Any) -> dict[str, list[str]]:
             for v in values}
 
 
+def _exported(folder: Any, out: Any, task: str | None = None) -> tuple[Any, Any]:
+    """(ExportResult, model.onnx's graph) of a checkpoint validated at two shapes at least,
+    every row ONNX Runtime == eager."""
+    from onnxport.tasks import export_checkpoint
+
+    result = export_checkpoint(folder, out, task=task)
+    assert len({r.shape_label for r in result.rows}) >= 2
+    assert all(r.ok for r in result.rows), result.table
+    return result, onnx.load(str(result.output_dir / "model.onnx"),
+                             load_external_data=False).graph
+
+
 def test_task_listed_for_decoders_only() -> None:
     from onnxport.tasks import tasks_for
 
@@ -38,14 +50,9 @@ def test_task_listed_for_decoders_only() -> None:
 
 @pytest.mark.parametrize("name", ["llama", "gpt2"])
 def test_exports_optimums_graph(name: str, checkpoints: Any, tmp_path: Any) -> None:
-    from onnxport.tasks import export_checkpoint
-
-    result = export_checkpoint(checkpoints(name), tmp_path / "out",
-                               task="feature-extraction-with-past")
-    assert len({r.shape_label for r in result.rows}) >= 2
-    assert all(r.ok for r in result.rows), result.table
+    result, graph = _exported(checkpoints(name), tmp_path / "out",
+                              "feature-extraction-with-past")
     assert "genai_config.json" not in result.files  # no logits: not a generation folder
-    graph = onnx.load(str(result.output_dir / "model.onnx"), load_external_data=False).graph
     text = ["batch_size", "sequence_length"]
     assert _dims(graph.input) == {"input_ids": text, "attention_mask": text,
                                   "position_ids": text}
@@ -107,25 +114,22 @@ def test_export_decoder_with_cache_of_a_base_model() -> None:
                                rtol=0, atol=1e-4)
 
 
-@pytest.mark.parametrize("name, task, outputs", [
-    ("maskformer", "image-segmentation", ["class_queries_logits", "masks_queries_logits"]),
-    ("mobilevit_segmentation", "image-segmentation", ["logits"]),
-    ("vitpose", "keypoint-detection", ["heatmaps"]),
+# (checkpoint, task, whether the task is given (else detected from the architecture), outputs)
+@pytest.mark.parametrize("name, task, given, outputs", [
+    ("maskformer", "image-segmentation", False,
+     ["class_queries_logits", "masks_queries_logits"]),
+    # a semantic-segmentation class also serves optimum's image-segmentation
+    ("mobilevit_segmentation", "image-segmentation", True, ["logits"]),
+    ("detr_segmentation", "image-segmentation", True, ["logits", "pred_masks"]),
+    ("vitpose", "keypoint-detection", False, ["heatmaps"]),
+    ("swin2sr", "image-to-image", False, ["reconstruction"]),
     # optimum's names for MGP-STR's three heads (a tuple field in transformers)
-    ("mgp_str", "feature-extraction", ["char_logits", "bpe_logits", "wp_logits"]),
+    ("mgp_str", "feature-extraction", False, ["char_logits", "bpe_logits", "wp_logits"]),
 ])
-def test_vision_task(name: str, task: str, outputs: list[str], checkpoints: Any,
-                     tmp_path: Any) -> None:
-    from onnxport.tasks import export_checkpoint
-
-    # maskformer and vitpose: the task detected from the architecture; MobileViT's
-    # semantic-segmentation class also serves optimum's image-segmentation.
-    given = task if name == "mobilevit_segmentation" else None
-    result = export_checkpoint(checkpoints(name), tmp_path / "out", task=given)
+def test_vision_task(name: str, task: str, given: bool, outputs: list[str],
+                     checkpoints: Any, tmp_path: Any) -> None:
+    result, graph = _exported(checkpoints(name), tmp_path / "out", task if given else None)
     assert result.task == task
-    assert len({r.shape_label for r in result.rows}) >= 2
-    assert all(r.ok for r in result.rows), result.table
-    graph = onnx.load(str(result.output_dir / "model.onnx"), load_external_data=False).graph
     assert [v.name for v in graph.input] == ["pixel_values"]
     assert [v.name for v in graph.output] == outputs
     # The eager outputs compared are not all zero.
@@ -150,12 +154,7 @@ def _eager_model(folder: Any, task: str) -> Any:
 def test_staged_output_is_the_last_hidden_state(checkpoints: Any, tmp_path: Any) -> None:
     """MaskFormer's base model has no last_hidden_state: feature-extraction gives its last
     stage's (the transformer decoder's), as optimum does."""
-    from onnxport.tasks import export_checkpoint
-
-    result = export_checkpoint(checkpoints("maskformer"), tmp_path / "out",
-                               task="feature-extraction")
-    assert all(r.ok for r in result.rows), result.table
-    graph = onnx.load(str(result.output_dir / "model.onnx"), load_external_data=False).graph
+    _, graph = _exported(checkpoints("maskformer"), tmp_path / "out", "feature-extraction")
     assert _dims(graph.output) == {"last_hidden_state": ["batch_size", "6", "32"]}
 
 
@@ -199,13 +198,8 @@ def test_composite_encoder_decoder_generates_in_optimum(
 
 def test_zero_shot_object_detection(checkpoints: Any, tmp_path: Any) -> None:
     """OWL-ViT: text queries (2 per image) and images, each batch dynamic; optimum's names."""
-    from onnxport.tasks import export_checkpoint
-
-    result = export_checkpoint(checkpoints("owlvit"), tmp_path / "out")
+    result, graph = _exported(checkpoints("owlvit"), tmp_path / "out")
     assert result.task == "zero-shot-object-detection"
-    assert len({r.shape_label for r in result.rows}) >= 2
-    assert all(r.ok for r in result.rows), result.table
-    graph = onnx.load(str(result.output_dir / "model.onnx"), load_external_data=False).graph
     dims = _dims(graph.input)
     assert dims["input_ids"] == ["text_batch_size", "sequence_length"]
     assert dims["pixel_values"][0] == "image_batch_size"
@@ -232,12 +226,7 @@ def test_zero_shot_object_detection(checkpoints: Any, tmp_path: Any) -> None:
 
 def test_time_series_feature_extraction(checkpoints: Any, tmp_path: Any) -> None:
     """PatchTST: past_values [batch_size, context_length, channels] -> last_hidden_state."""
-    from onnxport.tasks import export_checkpoint
-
-    result = export_checkpoint(checkpoints("patchtst"), tmp_path / "out")
+    result, graph = _exported(checkpoints("patchtst"), tmp_path / "out")
     assert result.task == "feature-extraction"
-    assert len({r.shape_label for r in result.rows}) >= 2
-    assert all(r.ok for r in result.rows), result.table
-    graph = onnx.load(str(result.output_dir / "model.onnx"), load_external_data=False).graph
     assert _dims(graph.input) == {"past_values": ["batch_size", "32", "3"]}
     assert [v.name for v in graph.output] == ["last_hidden_state"]

@@ -207,11 +207,8 @@ def _text_and_image(model_type: str) -> bool:
 # -- graphs ----------------------------------------------------------------------------------
 
 class _Forward(torch.nn.Module):
-    """Calls the model with its inputs by keyword and returns the named output fields.
-
-    `forward` takes the graph's inputs positionally under their own names (its signature is
-    set per instance's class), so that torch.export names and binds them.
-    """
+    """Calls the model with its inputs by keyword and returns the named output fields
+    (wrapped by `graphs.named_inputs`, so that torch.export names and binds the inputs)."""
 
     def __init__(self, model: torch.nn.Module, names: list[str], fields: list[str],
                  fixed: dict[str, Any]) -> None:
@@ -239,15 +236,10 @@ def _field(out: Any, name: str) -> Any:
 
 
 def _wrapper(model: torch.nn.Module, names: list[str], fields: list[str],
-             fixed: dict[str, Any]) -> _Forward:
-    def forward(self: _Forward, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return _Forward.forward(self, *args)
+             fixed: dict[str, Any]) -> torch.nn.Module:
+    from onnxport.tasks.graphs import named_inputs
 
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("self", kind)] + [inspect.Parameter(n, kind) for n in names])
-    cls = type(f"{type(model).__name__}Graph", (_Forward,), {"forward": forward})
-    return cls(model, names, fields, fixed).eval()
+    return named_inputs(_Forward(model, names, fields, fixed), names).eval()
 
 
 def _params(model: torch.nn.Module) -> set[str]:

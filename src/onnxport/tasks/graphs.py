@@ -9,6 +9,7 @@ validation treat every task alike.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -56,6 +57,21 @@ class GraphSpec:
             out = self.module(*[feeds[n] for n in self.input_names])
         flat = torch.utils._pytree.tree_leaves(out)
         return dict(zip(self.output_names, flat))
+
+
+def named_inputs(module: torch.nn.Module, names: list[str]) -> torch.nn.Module:
+    """`module`, its class swapped for a subclass whose forward's signature lists `names`
+    (torch.export names and binds inputs by it); forward takes them positionally."""
+    base = type(module)
+
+    def forward(self: torch.nn.Module, *args: torch.Tensor) -> Any:
+        return base.forward(self, *args)
+
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("self", kind)] + [inspect.Parameter(n, kind) for n in names])
+    module.__class__ = type(f"{base.__name__}Graph", (base,), {"forward": forward})
+    return module
 
 
 class _Outputs(torch.nn.Module):

@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-from onnxport.tasks.graphs import Feeds, GraphSpec, Shape, _float_dtype, _ids, _mask
+from onnxport.tasks.graphs import (Feeds, GraphSpec, Shape, _float_dtype, _ids, _mask,
+                                   named_inputs)
 
 __all__ = ["seq2seq_graphs"]
 
@@ -53,31 +54,20 @@ def _geometry(config: Any) -> tuple[int, int, int]:
 
 
 class Encoder(torch.nn.Module):
-    def __init__(self, model: Any) -> None:
-        super().__init__()
-        self.model = model
+    """The model's encoder, called with its inputs (text ids and mask, mel features, pixel
+    values) by keyword, in `names` order -> last_hidden_state."""
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def __init__(self, model: Any, names: list[str]) -> None:
+        super().__init__()
+        self.model, self.names = model, names
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
         encoder = self.model.get_encoder()
-        return encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return encoder(**dict(zip(self.names, inputs))).last_hidden_state
 
 
-class SpeechEncoder(torch.nn.Module):
-    def __init__(self, model: Any) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_features: torch.Tensor) -> torch.Tensor:
-        return self.model.get_encoder()(input_features=input_features).last_hidden_state
-
-
-class VisionEncoder(torch.nn.Module):
-    def __init__(self, model: Any) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
-        return self.model.get_encoder()(pixel_values=pixel_values).last_hidden_state
+def _encoder(model: Any, names: list[str]) -> torch.nn.Module:
+    return named_inputs(Encoder(model, names), names)
 
 
 class Decoder(torch.nn.Module):
@@ -142,7 +132,8 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
             return {"pixel_values": torch.rand(shape["batch_size"], channels, height,
                                                width).to(dtype)}
 
-        encoder = GraphSpec("encoder_model.onnx", VisionEncoder(model), ["pixel_values"],
+        encoder = GraphSpec("encoder_model.onnx", _encoder(model, ["pixel_values"]),
+                            ["pixel_values"],
                             ["last_hidden_state"], {"pixel_values": {0: "batch_size"}},
                             make_enc, [{"batch_size": batch}, {"batch_size": batch + 1}])
     elif speech:
@@ -152,7 +143,8 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
         def make_enc(shape: Shape) -> Feeds:
             return {"input_features": torch.randn(shape["batch_size"], mels, frames).to(dtype)}
 
-        encoder = GraphSpec("encoder_model.onnx", SpeechEncoder(model), ["input_features"],
+        encoder = GraphSpec("encoder_model.onnx", _encoder(model, ["input_features"]),
+                            ["input_features"],
                             ["last_hidden_state"], {"input_features": {0: "batch_size"}},
                             make_enc, [{"batch_size": batch}, {"batch_size": batch + 1}])
     else:
@@ -160,8 +152,9 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
             b, s = shape["batch_size"], shape["encoder_sequence_length"]
             return {"input_ids": _ids(encoder_config, b, s), "attention_mask": _mask(b, s)}
 
-        encoder = GraphSpec("encoder_model.onnx", Encoder(model),
-                            ["input_ids", "attention_mask"], ["last_hidden_state"],
+        text = ["input_ids", "attention_mask"]
+        encoder = GraphSpec("encoder_model.onnx", _encoder(model, text), text,
+                            ["last_hidden_state"],
                             {"input_ids": enc_axes, "attention_mask": enc_axes}, make_enc,
                             [{"batch_size": batch, "encoder_sequence_length": seq},
                              {"batch_size": batch + 1, "encoder_sequence_length": seq + 5}])
