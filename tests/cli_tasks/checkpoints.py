@@ -113,16 +113,20 @@ def convnext() -> Any:
 # and boxes are O(1) instead of O(1e-3), so a 1e-4 tolerance means something.
 
 
-def detr() -> Any:
+def _detr_config(backbone: Any, layers: int, heads: int) -> Any:
     """DETR with transformers' own ResNet backbone (no timm, no pretrained download)."""
+    return _tf().DetrConfig(
+        use_timm_backbone=False, use_pretrained_backbone=False, backbone=None,
+        backbone_config=backbone, d_model=32, encoder_layers=layers, decoder_layers=layers,
+        encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, num_queries=6, num_labels=3, init_std=0.2)
+
+
+def detr() -> Any:
     tf = _tf()
     backbone = tf.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
                                out_features=["stage2"])
-    return tf.DetrForObjectDetection(tf.DetrConfig(
-        use_timm_backbone=False, use_pretrained_backbone=False, backbone=None,
-        backbone_config=backbone, d_model=32, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
-        decoder_ffn_dim=64, num_queries=6, num_labels=3, init_std=0.2))
+    return tf.DetrForObjectDetection(_detr_config(backbone, layers=2, heads=4))
 
 
 def segformer() -> Any:
@@ -430,11 +434,7 @@ def detr_segmentation() -> Any:
     backbone = tf.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16, 16, 16],
                                depths=[1, 1, 1, 1],
                                out_features=["stage1", "stage2", "stage3", "stage4"])
-    return tf.DetrForSegmentation(tf.DetrConfig(
-        use_timm_backbone=False, use_pretrained_backbone=False, backbone=None,
-        backbone_config=backbone, d_model=32, encoder_layers=1, decoder_layers=1,
-        encoder_attention_heads=8, decoder_attention_heads=8, encoder_ffn_dim=64,
-        decoder_ffn_dim=64, num_queries=6, num_labels=3, init_std=0.2))
+    return tf.DetrForSegmentation(_detr_config(backbone, layers=1, heads=8))
 
 
 def swin2sr() -> Any:
