@@ -1,4 +1,4 @@
-"""Hand-written tests for ops/strided.py: col2im, as_strided with symbolic sizes, scalars, strides.
+"""Hand-written tests for ops/strided.py: im2col, col2im, as_strided with symbolic sizes, scalars, strides.
 
 `sym_stride.int` and `atan2.out` never survive torch.export (strides of a traced tensor fold
 into sizes; out= calls are functionalized), so those translations are run directly on a
@@ -83,6 +83,30 @@ def test_col2im_dtypes(dtype: torch.dtype) -> None:
         return torch.nn.functional.fold(c, (4, 4), (2, 2))
 
     _check(fn, (cols,), A.col2im.default)
+
+
+# -- im2col ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(("shape", "kernel", "dilation", "padding", "stride"), [
+    ((2, 4, 8, 9), (3, 3), (1, 1), (1, 1), (1, 1)),
+    ((1, 3, 11, 10), (2, 3), (2, 1), (0, 2), (2, 3)),
+    ((2, 32, 13, 1), (9, 1), (1, 1), (4, 0), (1, 1)),  # ConvBERT's span-based convolution
+    ((3, 2, 5, 5), (1, 1), (1, 1), (0, 0), (1, 1)),
+    ((4, 7, 7), (3, 3), (1, 1), (0, 0), (2, 2)),  # unbatched
+])
+def test_im2col_matches_unfold_at_another_size(shape: Any, kernel: Any, dilation: Any,
+                                               padding: Any, stride: Any) -> None:
+    """Exported with dynamic batch, height and width, the graph matches eager at the example's
+    size and at a larger one (the slice bounds do not depend on the size)."""
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.unfold(x, kernel, dilation, padding, stride)
+
+    x = torch.randn(*shape)
+    rank = len(shape)
+    dims = {0: "batch", rank - 2: "height", rank - 1: "width"}
+    program = export_and_compare(Fn(fn), (x,), dynamic_shapes=((dims,),))
+    assert A.im2col.default in {n.target for n in program.exported_program.graph.nodes}
+    bigger = torch.randn(*[s + 1 if i in dims else s for i, s in enumerate(shape)])
+    torch.testing.assert_close(program(bigger)[0], fn(bigger))
 
 
 # -- as_strided ------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Storage-level ops on values: as_strided, strides, scalars, select/masked scatter, col2im.
+"""Storage-level ops on values: as_strided, strides, scalars, select/masked scatter, im2col and
+col2im.
 
 ONNX values have no storage, so every tensor is treated as a fresh contiguous (row-major)
 buffer: `as_strided` indexes the flattened input, `sym_stride` is the contiguous stride.
@@ -262,6 +263,44 @@ def aten_col2im(g: GraphBuilder, self: Tensor, output_size: Sequence[Any],
     if not is_batched:
         out = g.op("Squeeze", out, g.const([0], _I64))
     return cast(g, out, self.dtype)  # type: ignore[no-any-return]
+
+
+@register(aten.im2col.default)
+def aten_im2col(g: GraphBuilder, self: Tensor, kernel_size: Sequence[int],
+                dilation: Sequence[int], padding: Sequence[int],
+                stride: Sequence[int]) -> Tensor:
+    """im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""  # noqa: E501
+    # Column c*kh*kw + ki*kw + kj of block (bi, bj) is padded pixel (bi*sh + ki*dh,
+    # bj*sw + kj*dw): one strided Slice per kernel offset, with static bounds whatever the
+    # image size (the end is counted from the back: the last window's extent).
+    kh, kw = (int(v) for v in kernel_size)
+    dh, dw = (int(v) for v in dilation)
+    ph, pw = (int(v) for v in padding)
+    sh, sw = (int(v) for v in stride)
+    is_batched = rank(self) == 4
+    x = self if is_batched else g.op("Unsqueeze", self, g.const([0], _I64))
+    if ph or pw:
+        x = g.op("Pad", x, g.const([0, 0, ph, pw, 0, 0, ph, pw], _I64))
+    last = np.iinfo(np.int64).max
+    pieces = []
+    for ki in range(kh):
+        for kj in range(kw):
+            end_h = ki * dh - dh * (kh - 1)
+            end_w = kj * dw - dw * (kw - 1)
+            piece = g.op("Slice", x, g.const([ki * dh, kj * dw], _I64),
+                         g.const([end_h or last, end_w or last], _I64),
+                         g.const([2, 3], _I64), g.const([sh, sw], _I64))
+            pieces.append(g.op("Unsqueeze", piece, g.const([2], _I64)))
+    stacked = pieces[0] if len(pieces) == 1 else g.op("Concat", *pieces, axis=2)
+    shape = g.op("Shape", stacked)
+    blocks = g.op("Mul", g.op("Slice", shape, g.const([3], _I64), g.const([4], _I64)),
+                  g.op("Slice", shape, g.const([4], _I64), g.const([5], _I64)))
+    out = g.op("Reshape", stacked, g.op("Concat", g.op("Slice", shape, g.const([0], _I64),
+                                                      g.const([1], _I64)),
+                                        g.const([-1], _I64), blocks, axis=0))
+    if not is_batched:
+        out = g.op("Squeeze", out, g.const([0], _I64))
+    return out  # type: ignore[no-any-return]
 
 
 def _resize(g: GraphBuilder, self: Tensor, size: Sequence[Any]) -> Tensor:
