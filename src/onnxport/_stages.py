@@ -92,7 +92,11 @@ class ExportRun:
             why = captured.refined_because.replace(
                 "torch.export could not keep the input dimensions dynamic as dynamic_shapes "
                 "asks:\n", "")
-            lead = ("the model's code pins dims dynamic_shapes asks to be dynamic (a guard "
+            lead = ("the model's code branches on dims dynamic_shapes asks to be dynamic (a "
+                    "guard torch.export did not enforce); they were kept dynamic within the "
+                    "sizes where it holds and the export retried"
+                    if "stay dynamic within it" in why else
+                    "the model's code pins dims dynamic_shapes asks to be dynamic (a guard "
                     "torch.export did not enforce); they were made static and the export retried"
                     if "recorded without enforcing" in why else
                     "torch.export rejected dynamic_shapes and suggested fixes; they were applied "

@@ -32,6 +32,7 @@ from onnxport.capture.guards import (
     pinned_axes,
     pinning_guards,
     user_input_values,
+    with_ranged_axes,
     with_static_axes,
 )
 from onnxport.capture.inplace import effective_target
@@ -260,6 +261,7 @@ def _unpin(program: torch.export.ExportedProgram, pinned: list[UnenforcedGuard],
     (program, strategy, the spec used, why). Raises CaptureError when that fails too."""
     static = pinned_axes(program, pinned)
     names = [name for name, _ in user_input_values(program)]
+    ranged = _ranges(static, pinned)
     conditions = []
     for guard in pinned:
         text = guard.condition
@@ -273,6 +275,21 @@ def _unpin(program: torch.export.ExportedProgram, pinned: list[UnenforcedGuard],
            f"program assumes {'; '.join(conditions)}, which torch.export recorded without "
            f"enforcing it, so one graph would compute the branch taken for this example at "
            f"every size")
+    if ranged is not None:
+        # Each guard holds over a range of sizes around the example's (LongT5's one local
+        # attention block, up to 128 tokens): keep the dims dynamic in that range.
+        narrowed = with_ranged_axes(module, tuple(args), kwargs, dynamic_shapes, ranged)
+        found, name = attempt(narrowed, " (dims kept to the sizes the model's code allows)",
+                              False, False)
+        if found is not None and not pinning_guards(found):
+            spans = ", ".join(f"input {names[p]!r} axis {a}: {lo}..{hi}"
+                              for p, axes in sorted(ranged.items())
+                              for a, (lo, hi) in sorted(axes.items()))
+            return found, name, narrowed, (
+                f"{why.replace(', so one graph would', ' for other sizes, so one graph would')}"
+                f"; it holds for a range of sizes, so the dims stay dynamic within it "
+                f"({spans}): beyond it the graph would compute the wrong branch (ONNX has no "
+                f"assertion to refuse such inputs)")
     fixed = with_static_axes(module, tuple(args), kwargs, dynamic_shapes, static) \
         if static else None
     if fixed is not None:
@@ -281,6 +298,27 @@ def _unpin(program: torch.export.ExportedProgram, pinned: list[UnenforcedGuard],
             return found, name, fixed, why
     raise CaptureError(f"{why}; captured with those dims static, it failed too: make them "
                        f"static in dynamic_shapes, or change the branch", attempts)
+
+
+def _ranges(static: dict[int, dict[int, str]], pinned: list[UnenforcedGuard]
+            ) -> dict[int, dict[int, tuple[int, int]]] | None:
+    """{input: {axis: (low, high)}}, the sizes where every guard on the axis holds, or None
+    when a guard pins its dim to the example's size (or reads an axis that is not a bare
+    symbol)."""
+    spans: dict[str, tuple[int, int]] = {}
+    for guard in pinned:
+        if guard.span is None:
+            return None
+        symbol, low, high = guard.span
+        old = spans.get(symbol, (low, high))
+        spans[symbol] = (max(old[0], low), min(old[1], high))
+    ranged: dict[int, dict[int, tuple[int, int]]] = {}
+    for position, axes in static.items():
+        for axis, symbol in axes.items():
+            if symbol not in spans or spans[symbol][0] >= spans[symbol][1]:
+                return None
+            ranged.setdefault(position, {})[axis] = spans[symbol]
+    return ranged
 
 
 def _dynamic_dims(program: torch.export.ExportedProgram) -> int:

@@ -15,7 +15,10 @@ that *pin* a dim: those that fail for most sizes in the dims' ranges and for eve
 above them (sampled), which is what a specialisation is; a periodic condition such as
 `size % 8 == 0` is a constraint, not a pin, and so is a relation between dims (two inputs'
 batches being equal). A guard on a dim whose example size is 0 or 1 is left to the
-size-oblivious capture that recorded it, which computes the general path on purpose. The capture reports them as what they are, a dim the model's code
+size-oblivious capture that recorded it, which computes the general path on purpose. A guard
+that holds for a range of sizes around the example's (LongT5's `ceil(s / 128) == 1`, one
+local-attention block, true for 1..128) keeps the dim dynamic within that range
+(`UnenforcedGuard.span`); one that holds for fewer than 16 sizes makes it static. The capture reports them as what they are, a dim the model's code
 does not let be dynamic.
 """
 
@@ -37,6 +40,9 @@ class UnenforcedGuard:
     condition: str
     where: str
     symbols: frozenset[str]
+    # The sizes around the example's for which the guard holds, when there are more than the
+    # example's (LongT5's `ceil(s / 128) == 1` holds for 1..128): (symbol, low, high).
+    span: tuple[str, int, int] | None = None
 
 
 _SAMPLES = 64
@@ -87,8 +93,33 @@ def pinning_guards(program: torch.export.ExportedProgram) -> list[UnenforcedGuar
             # (size-oblivious, as torch.onnx captures) leaves their guards unenforced by
             # design, and the program computes the general path.
             continue
-        found.append(UnenforcedGuard(str(expr), sloc, frozenset(str(s) for s in free)))
+        symbol = next(iter(free))
+        span = _holding_span(expr, symbol, int(hint)) if hint is not None else None
+        found.append(UnenforcedGuard(str(expr), sloc, frozenset(str(s) for s in free),
+                                     (str(symbol), *span) if span else None))
     return found
+
+
+_SPAN_STEPS = 1 << 14
+_SPAN_MIN = 16
+
+
+def _holding_span(expr: sympy.Basic, symbol: sympy.Symbol, hint: int) -> tuple[int, int] | None:
+    """(low, high): the sizes from 2 that hold `expr` around `hint`, scanned one by one (at
+    most 2**14 above it), or None when fewer than 16 do (a pin)."""
+    def holds(value: int) -> bool:
+        return bool(expr.xreplace({symbol: sympy.Integer(value)}) is sympy.true)
+
+    if not holds(hint):
+        return None
+    low = hint
+    while low > 2 and holds(low - 1):
+        low -= 1
+    high = hint
+    while high < hint + _SPAN_STEPS and holds(high + 1):
+        high += 1
+    # A few sizes (`w // 2 == 8` holds for 16 and 17) are a pin in practice: make it static.
+    return (low, high) if high - low + 1 >= _SPAN_MIN else None
 
 
 def _pins(expr: sympy.Basic, ranges: dict[sympy.Symbol, object]) -> bool:
@@ -149,6 +180,45 @@ def pinned_axes(program: torch.export.ExportedProgram, guards: list[UnenforcedGu
             if isinstance(d, torch.SymInt) and {str(s) for s in d.node.expr.free_symbols} & wanted:
                 axes.setdefault(position, {})[axis] = str(d.node.expr)
     return axes
+
+
+def with_ranged_axes(module: torch.nn.Module, args: tuple[Any, ...],
+                     kwargs: dict[str, Any] | None, spec: Any,
+                     ranged: dict[int, dict[int, tuple[int, int]]]) -> Any:
+    """`spec` (torch.export's form) with the given axes of the given flat inputs kept
+    dynamic in [low, high] only (a named Dim keeps its name, and one Dim shared by several
+    axes stays shared)."""
+    from torch.export.dynamic_shapes import _combine_args, _tree_map_with_path
+
+    flat = torch.utils._pytree.tree_leaves((tuple(args), dict(kwargs or {})))
+    position = {id(x): i for i, x in enumerate(flat)}
+    combined: Any = _combine_args(module, args, kwargs)
+    if isinstance(spec, (tuple, list)):
+        combined = type(spec)(combined.values())
+    narrowed: dict[str, Any] = {}
+
+    def narrow(d: Any, low: int, high: int) -> Any:
+        name = getattr(d, "__name__", None)
+        if name is None or not hasattr(d, "min"):  # a hint (AUTO, DYNAMIC) or None
+            return torch.export.Dim.DYNAMIC(min=low, max=high)
+        if name not in narrowed:
+            lo = max(low, int(d.min)) if isinstance(d.min, int) else low
+            hi = min(high, int(d.max)) if isinstance(d.max, int) else high
+            narrowed[name] = torch.export.Dim(name, min=lo, max=hi)
+        return narrowed[name]
+
+    def fix(path: Any, tensor: Any, axes: Any) -> Any:
+        spans = ranged.get(position.get(id(tensor), -1), {})
+        if not spans or axes is None:
+            return axes
+        if isinstance(axes, dict):
+            return {a: (narrow(d, *spans[a]) if a in spans else d) for a, d in axes.items()}
+        if isinstance(axes, (list, tuple)):
+            return type(axes)(narrow(d, *spans[a]) if a in spans else d
+                              for a, d in enumerate(axes))
+        return axes
+
+    return _tree_map_with_path(fix, combined, spec)
 
 
 def with_static_axes(module: torch.nn.Module, args: tuple[Any, ...],
