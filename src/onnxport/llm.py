@@ -103,8 +103,16 @@ class DecoderWithCache(torch.nn.Module):
         return getattr(out, self.field), present
 
 
+def text_config(config: Any) -> Any:
+    """The language model's config: a multimodal config's text sub-config (Gemma 3's
+    `text_config`), else the config itself."""
+    get = getattr(config, "get_text_config", None)
+    return get(decoder=True) if callable(get) else config
+
+
 def _cache_geometry(config: Any) -> tuple[int, int, int]:
     """(num_layers, kv_heads, head_dim) from a transformers config."""
+    config = text_config(config)
     num_layers = int(config.num_hidden_layers)
     heads = int(config.num_attention_heads)
     kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
@@ -136,9 +144,11 @@ def _cache_layout(model: torch.nn.Module) -> list[tuple[tuple[int, int], tuple[i
 
 def _sliding_window(config: Any) -> int | None:
     """The window of a config whose layers include sliding-window attention, else None."""
+    config = text_config(config)
     window = getattr(config, "sliding_window", None)
-    layer_types = getattr(config, "layer_types", None) or []
-    if window and "sliding_attention" in layer_types:
+    layer_types = getattr(config, "layer_types", None)
+    # No layer types (Mistral): every layer attends within the window.
+    if window and (layer_types is None or "sliding_attention" in layer_types):
         return int(window)
     return None
 
@@ -201,7 +211,7 @@ def export_decoder_with_cache(model: torch.nn.Module, *, batch: int = 2, sequenc
     config = model.config  # type: ignore[union-attr]
     num_layers, _, _ = _cache_geometry(config)
     names = {**DEFAULT_DIM_NAMES, **(dim_names or {})}
-    vocab = int(config.vocab_size)
+    vocab = int(text_config(config).vocab_size)
     float_dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()),
                        torch.float32)
     input_ids = torch.randint(0, vocab, (batch, sequence), dtype=torch.long)

@@ -224,7 +224,7 @@ CHECKPOINTS: dict[str, tuple[Callable[[], Any], str]] = {
     "segformer": (segformer, "semantic-segmentation"),
     "t5": (t5, "text2text-generation-with-past"),
     "bart": (bart, "text2text-generation-with-past"),
-    "whisper": (whisper, "automatic-speech-recognition"),
+    "whisper": (whisper, "automatic-speech-recognition-with-past"),
     "wav2vec2": (wav2vec2, "audio-classification"),
     "clip": (clip, "zero-shot-image-classification"),
 }
@@ -517,11 +517,43 @@ def patchtst() -> Any:
         num_attention_heads=4, num_hidden_layers=2, ffn_dim=64))
 
 
+def convbert() -> Any:
+    tf = _tf()
+    return tf.ConvBertForMaskedLM(tf.ConvBertConfig(**_BERT_LIKE, embedding_size=32,
+                                                    head_ratio=2, conv_kernel_size=3))
+
+
+def mistral_window() -> Any:
+    """Mistral as released (7B-v0.1): every layer attends within `sliding_window`, and the
+    config has no layer_types."""
+    tf = _tf()
+    return tf.MistralForCausalLM(tf.MistralConfig(sliding_window=64, **_LLAMA_LIKE))
+
+
+def longt5() -> Any:
+    """Local attention in blocks of 32 tokens: one block up to 32."""
+    tf = _tf()
+    return tf.LongT5Model(tf.LongT5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64,
+                                          num_layers=2, num_heads=4, local_radius=31,
+                                          decoder_start_token_id=0))
+
+
+def gemma3() -> Any:
+    """A vision-language model whose language model is a text sub-config."""
+    tf = _tf()
+    return tf.Gemma3ForConditionalGeneration(tf.Gemma3Config(
+        text_config=dict(**_LLAMA_LIKE, head_dim=8, sliding_window=64),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, image_size=32, patch_size=8),
+        mm_tokens_per_image=4))
+
+
 # name -> (builder, the task detected from its architecture)
 DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
     "llama_base": (llama_base, "feature-extraction-with-past"),
     "gpt2_base": (gpt2_base, "feature-extraction-with-past"),
-    "bart_base": (bart_base, "feature-extraction"),
+    # an encoder-decoder's base model defaults to the three files, as in optimum-cli
+    "bart_base": (bart_base, "feature-extraction-with-past"),
     "camembert": (camembert, "fill-mask"),
     "dinov2": (dinov2, "image-classification"),
     "vit_masked_im": (vit_masked_im, "masked-im"),
@@ -555,4 +587,8 @@ DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
     "bert2bert": (bert2bert, "text2text-generation-with-past"),
     "owlvit": (owlvit, "zero-shot-object-detection"),
     "patchtst": (patchtst, "feature-extraction"),
+    "convbert": (convbert, "fill-mask"),
+    "gemma3": (gemma3, "text-generation-with-past"),
+    "mistral_window": (mistral_window, "text-generation-with-past"),
+    "longt5": (longt5, "feature-extraction-with-past"),
 }

@@ -30,6 +30,7 @@ OPTIMUM_CLASSES = {
     "text2text-generation": "ORTModelForSeq2SeqLM",
     "text2text-generation-with-past": "ORTModelForSeq2SeqLM",
     "automatic-speech-recognition": "ORTModelForSpeechSeq2Seq",
+    "automatic-speech-recognition-with-past": "ORTModelForSpeechSeq2Seq",
     "image-classification": "ORTModelForImageClassification",
     "semantic-segmentation": "ORTModelForSemanticSegmentation",
     # optimum-onnx 0.1 has no ORTModel class for object-detection: test_clients.py runs
@@ -41,6 +42,7 @@ OPTIMUM_CLASSES = {
 }
 GENERATION = {"text-generation", "text-generation-with-past", "text2text-generation",
               "text2text-generation-with-past", "automatic-speech-recognition",
+              "automatic-speech-recognition-with-past",
               "image-to-text", "image-to-text-with-past"}
 
 
@@ -63,7 +65,8 @@ def run_optimum(job: dict, inputs: dict) -> dict:
     kwargs = {}
     if generate:
         kwargs["use_cache"] = job["task"] not in ("text-generation", "text2text-generation",
-                                                  "image-to-text")
+                                                  "image-to-text",
+                                                  "automatic-speech-recognition")
     model = cls.from_pretrained(job["folder"], **kwargs)
     feeds = {k: torch.from_numpy(v) for k, v in inputs.items()}
     if generate:

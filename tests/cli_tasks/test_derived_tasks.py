@@ -34,10 +34,6 @@ EXPECTED = {
                    "attention_mask": ["batch_size", "sequence_length"],
                    "position_ids": ["batch_size", "sequence_length"]},
                   {"last_hidden_state": ["batch_size", "sequence_length", "32"], **_PRESENT}),
-    "bart_base": ({"input_ids": ["batch_size", "encoder_sequence_length"],
-                   "attention_mask": ["batch_size", "encoder_sequence_length"],
-                   "decoder_input_ids": ["batch_size", "decoder_sequence_length"]},
-                  {"last_hidden_state": ["batch_size", "decoder_sequence_length", "32"]}),
     # CamembertConfig's default type_vocab_size is 2 (camembert-base's is 1: no input)
     "camembert": ({"input_ids": ["batch_size", "sequence_length"],
                    "attention_mask": ["batch_size", "sequence_length"],
@@ -50,6 +46,11 @@ EXPECTED = {
     "wav2vec2_ctc": ({"input_values": ["batch_size", "sequence_length"]}, {"logits": None}),
     "data2vec_audio": ({"input_values": ["batch_size", "sequence_length"]},
                        {"logits": ["batch_size", "3"]}),
+    # ConvBERT's span-based convolution (im2col) keeps the sequence dynamic
+    "convbert": ({"input_ids": ["batch_size", "sequence_length"],
+                  "attention_mask": ["batch_size", "sequence_length"],
+                  "token_type_ids": ["batch_size", "sequence_length"]},
+                 {"logits": ["batch_size", "sequence_length", "99"]}),
 }
 
 
@@ -79,10 +80,28 @@ def test_derived_task_exports_and_validates(name: str, derived: Any) -> None:
     result = derived(name)
     assert result.task == DERIVED[name][1]
     assert result.task_reason.startswith("architecture ")
+    _check_names(result, EXPECTED[name])
+
+
+def test_seq2seq_feature_extraction_is_one_file(checkpoints: Any, tmp_path: Path) -> None:
+    """An encoder-decoder's feature-extraction (not -with-past, its default) is optimum's
+    single file: encoder inputs and decoder_input_ids -> the decoder's last_hidden_state."""
+    from onnxport.tasks import export_checkpoint
+
+    result = export_checkpoint(checkpoints("bart_base"), tmp_path / "out",
+                               "feature-extraction")
+    _check_names(result, (
+        {"input_ids": ["batch_size", "encoder_sequence_length"],
+         "attention_mask": ["batch_size", "encoder_sequence_length"],
+         "decoder_input_ids": ["batch_size", "decoder_sequence_length"]},
+        {"last_hidden_state": ["batch_size", "decoder_sequence_length", "32"]}))
+
+
+def _check_names(result: Any, expected: Any) -> None:
     assert len(result.rows) >= 2 and all(r.ok for r in result.rows), result.table
     assert len({r.shape_label for r in result.rows}) >= 2  # two shapes validated
     graph = onnx.load(str(result.output_dir / "model.onnx"), load_external_data=False).graph
-    inputs, outputs = EXPECTED[name]
+    inputs, outputs = expected
     assert _dims(graph.input) == inputs
     got = _dims(graph.output)
     assert list(got) == list(outputs)
@@ -124,6 +143,7 @@ def _eager(folder: Path, auto_class: str) -> Any:
 IN_OPTIMUM = {
     "llama_base": ("AutoModel", "ORTModelForFeatureExtraction", ["last_hidden_state"]),
     "camembert": ("AutoModelForMaskedLM", "ORTModelForMaskedLM", ["logits"]),
+    "convbert": ("AutoModelForMaskedLM", "ORTModelForMaskedLM", ["logits"]),
     "albert": ("AutoModelForMaskedLM", "ORTModelForMaskedLM", ["logits"]),
     "electra": ("AutoModelForTokenClassification", "ORTModelForTokenClassification",
                 ["logits"]),

@@ -39,13 +39,18 @@ def _exported(folder: Any, out: Any, task: str | None = None) -> tuple[Any, Any]
                              load_external_data=False).graph
 
 
-def test_task_listed_for_decoders_only() -> None:
+def test_task_listed_for_models_with_a_cache() -> None:
     from onnxport.tasks import tasks_for
 
     assert "feature-extraction-with-past" in tasks_for("llama")
     assert "feature-extraction-with-past" in tasks_for("gpt2")
+    assert "feature-extraction-with-past" in tasks_for("t5")  # three files, see below
     assert "feature-extraction-with-past" not in tasks_for("bert")
-    assert "feature-extraction-with-past" not in tasks_for("t5")
+    # BART's family: its decoder alone is a causal LM (BartForCausalLM), as in optimum
+    assert "text-generation-with-past" in tasks_for("bart")
+    assert "text-generation-with-past" not in tasks_for("t5")  # T5 has no ForCausalLM
+    assert tasks_for("whisper")[:2] == ("automatic-speech-recognition-with-past",
+                                        "automatic-speech-recognition")
 
 
 @pytest.mark.parametrize("name", ["llama", "gpt2"])
@@ -230,3 +235,132 @@ def test_time_series_feature_extraction(checkpoints: Any, tmp_path: Any) -> None
     assert result.task == "feature-extraction"
     assert _dims(graph.input) == {"past_values": ["batch_size", "32", "3"]}
     assert [v.name for v in graph.output] == ["last_hidden_state"]
+
+
+def _onnx_files(result: Any) -> list[str]:
+    return sorted(f for f in result.files if f.endswith(".onnx"))
+
+
+def _validated(result: Any) -> None:
+    assert len({r.shape_label for r in result.rows}) >= 2
+    assert all(r.ok for r in result.rows), result.table
+
+
+def test_seq2seq_feature_extraction_with_past(checkpoints: Any, tmp_path: Any) -> None:
+    """optimum's feature-extraction-with-past for an encoder-decoder: its three files, the
+    decoders giving the base model's last_hidden_state before the cache."""
+    from onnxport.tasks import export_checkpoint
+
+    result = export_checkpoint(checkpoints("t5"), tmp_path / "out",
+                               "feature-extraction-with-past")
+    _validated(result)
+    assert _onnx_files(result) == ["decoder_model.onnx", "decoder_with_past_model.onnx",
+                                   "encoder_model.onnx"]
+    assert {r.file for r in result.rows} == set(_onnx_files(result))
+    for name in ("decoder_model.onnx", "decoder_with_past_model.onnx"):
+        graph = onnx.load(str(result.output_dir / name), load_external_data=False).graph
+        assert graph.output[0].name == "last_hidden_state"
+        assert graph.output[1].name == "present.0.decoder.key"
+
+
+def test_seq2seq_decoder_as_causal_lm(checkpoints: Any, tmp_path: Any) -> None:
+    """BART's decoder alone (BartForCausalLM, loaded from a BartForConditionalGeneration
+    checkpoint) as optimum's text-generation-with-past: one file with the cache."""
+    from onnxport.tasks import export_checkpoint
+
+    result = export_checkpoint(checkpoints("bart"), tmp_path / "out",
+                               "text-generation-with-past")
+    _validated(result)
+    graph = onnx.load(str(result.output_dir / "model.onnx"), load_external_data=False).graph
+    assert [v.name for v in graph.input][:3] == ["input_ids", "attention_mask",
+                                                 "past_key_values.0.key"]
+    assert [v.name for v in graph.output][:2] == ["logits", "present.0.key"]
+
+
+def test_seq2seq_classifier_reads_the_eos(checkpoints: Any, tmp_path: Any) -> None:
+    """BART's classifier takes each row's <eos> state and refuses rows without one: the
+    example rows end with it, as a tokenizer's do."""
+    from onnxport.tasks import export_checkpoint
+
+    result = export_checkpoint(checkpoints("bart"), tmp_path / "out", "text-classification")
+    _validated(result)
+
+
+def test_speech_recognition_with_and_without_past(checkpoints: Any, tmp_path: Any) -> None:
+    """Whisper's default is optimum's automatic-speech-recognition-with-past (three files);
+    automatic-speech-recognition is the encoder and the first-step decoder."""
+    from onnxport.tasks import export_checkpoint
+
+    result = export_checkpoint(checkpoints("whisper"), tmp_path / "out",
+                               "automatic-speech-recognition")
+    _validated(result)
+    assert _onnx_files(result) == ["decoder_model.onnx", "encoder_model.onnx"]
+
+
+def test_vision_language_model_as_a_text_decoder(checkpoints: Any, tmp_path: Any) -> None:
+    """Gemma 3 (a vision-language model) as text-generation-with-past: the cache's geometry
+    and genai_config.json come from its text sub-config."""
+    import json
+
+    from onnxport.tasks import export_checkpoint
+
+    result = export_checkpoint(checkpoints("gemma3"), tmp_path / "out")
+    assert result.task == "text-generation-with-past"
+    _validated(result)
+    genai = json.loads((result.output_dir / "genai_config.json").read_text())["model"]
+    assert genai["decoder"]["num_hidden_layers"] == 2
+    assert genai["decoder"]["num_key_value_heads"] == 2
+    assert genai["vocab_size"] == 99
+
+
+def test_sliding_window_without_layer_types(checkpoints: Any, tmp_path: Any) -> None:
+    """Mistral's config gives a window and no layer_types: every layer slides, and the
+    graph's sequence bounds follow the window (before: a CaptureError for the listed type)."""
+    from onnxport.tasks import export_checkpoint
+
+    result = export_checkpoint(checkpoints("mistral_window"), tmp_path / "out")
+    assert result.task == "text-generation-with-past"
+    _validated(result)
+
+
+def test_eager_failure_is_a_mismatch_row(tmp_path: Any) -> None:
+    """A model that refuses the task's example inputs at a shape fails validation (a typed
+    ValidationError from export_checkpoint), not with the model's own exception."""
+    from types import SimpleNamespace
+
+    import onnxport
+    from onnxport.tasks.validate import validate_graph
+
+    class Refuses(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if not torch.compiler.is_exporting() and x.shape[0] > 2:
+                raise ValueError("Each example must contain at least one <eos> token.")
+            return x + 1
+
+    program = onnxport.export(Refuses(), (torch.ones(2, 3),), dynamo=True,
+                              input_names=["x"], output_names=["y"],
+                              dynamic_shapes=({0: "batch"},))
+    program.save(str(tmp_path / "model.onnx"))
+    spec = SimpleNamespace(
+        module=Refuses(), output_names=["y"], shapes=[{"batch": 2}, {"batch": 3}],
+        make_inputs=lambda shape: {"x": torch.ones(shape["batch"], 3)},
+        eager=lambda feeds: {"y": Refuses()(feeds["x"])})
+    rows = validate_graph(spec, tmp_path / "model.onnx", atol=1e-4)
+    assert [r.ok for r in rows] == [True, False]
+    assert rows[1].note.startswith("eager PyTorch failed: ValueError: Each example")
+
+
+def test_dims_stay_dynamic_in_the_range_a_branch_allows(checkpoints: Any,
+                                                        tmp_path: Any) -> None:
+    """LongT5's local attention computes one block up to block_len tokens (a guard torch
+    records without enforcing): the sequence stays dynamic within that range, with a
+    warning naming it, and ONNX Runtime equals eager at two lengths in it."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result, graph = _exported(checkpoints("longt5"), tmp_path / "out",
+                                  "feature-extraction")
+    assert _dims(graph.input)["input_ids"] == ["batch_size", "encoder_sequence_length"]
+    assert any("stay dynamic within it" in str(w.message) and "2..32" in str(w.message)
+               for w in caught)

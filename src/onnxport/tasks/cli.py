@@ -39,7 +39,7 @@ tasks (optimum's names): feature-extraction, feature-extraction-with-past, fill-
   text-generation, text-generation-with-past, text2text-generation,
   text2text-generation-with-past, image-classification, object-detection,
   semantic-segmentation, image-segmentation, image-to-image, image-to-text(-with-past),
-  keypoint-detection, depth-estimation, masked-im, automatic-speech-recognition,
+  keypoint-detection, depth-estimation, masked-im, automatic-speech-recognition(-with-past),
   audio-classification, audio-frame-classification, audio-xvector,
   zero-shot-image-classification, zero-shot-object-detection; those a model type has come
   from transformers' Auto mappings. docs/cli.md lists the files and names each writes.

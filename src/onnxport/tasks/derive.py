@@ -111,6 +111,21 @@ def _is_decoder_only(model_type: str) -> bool:
             and model_type not in _mapping("SPEECH_SEQ_2_SEQ"))
 
 
+def _is_seq2seq(model_type: str) -> bool:
+    """Whether the base model of `model_type` is an encoder and a decoder with a cache (T5,
+    BART, Whisper): optimum's feature-extraction-with-past exports its three files."""
+    return model_type in _mapping("SEQ_TO_SEQ_CAUSAL_LM") or \
+        model_type in _mapping("SPEECH_SEQ_2_SEQ")
+
+
+def _is_seq2seq_decoder_lm(model_type: str) -> bool:
+    """Whether an encoder-decoder type has its decoder alone as a causal LM
+    (BartForCausalLM): optimum's text-generation for BART's family."""
+    name = _mapping("CAUSAL_LM").get(model_type)
+    return (model_type in _mapping("SEQ_TO_SEQ_CAUSAL_LM") and isinstance(name, str)
+            and name.endswith("ForCausalLM"))
+
+
 @functools.cache
 def derived_tasks(model_type: str) -> tuple[str, ...]:
     """optimum's task names `model_type` supports by transformers' Auto mappings."""
@@ -119,14 +134,18 @@ def derived_tasks(model_type: str) -> tuple[str, ...]:
         if _found(task, model_type) is None:
             continue
         if task == "text-generation":
-            if _is_decoder_only(model_type):
+            if _is_decoder_only(model_type) or _is_seq2seq_decoder_lm(model_type):
                 tasks += ["text-generation-with-past", task]
         elif task == "text2text-generation":
             tasks += ["text2text-generation-with-past", task]
+        elif task == "automatic-speech-recognition" and _found(task, model_type)[0] == \
+                "SPEECH_SEQ_2_SEQ":
+            tasks += ["automatic-speech-recognition-with-past", task]
         elif task == "image-to-text":
             if _is_vision_encoder_decoder(model_type):
                 tasks += ["image-to-text-with-past", task]
-        elif task == "feature-extraction" and _is_decoder_only(model_type):
+        elif task == "feature-extraction" and (_is_decoder_only(model_type)
+                                               or _is_seq2seq(model_type)):
             tasks += [task, "feature-extraction-with-past"]
         else:
             tasks.append(task)
@@ -144,7 +163,9 @@ def architecture_task(model_type: str, architecture: str) -> str | None:
         classes = _mapping(found[0])[model_type]
         if architecture in ((classes,) if isinstance(classes, str) else tuple(classes)):
             with_past = f"{task}-with-past"
-            return with_past if with_past in tasks else (task if task in tasks else None)
+            found_task = with_past if with_past in tasks else (task if task in tasks else None)
+            if found_task is not None:  # else a later mapping may list it (a VLM's LM)
+                return found_task
     return None
 
 
@@ -158,13 +179,17 @@ def derived_family(model_type: str, task: str) -> str:
     """The graph family that exports a derived task: an explicit family where its inputs
     cannot be derived from one forward call (a cache, two files, two towers), else
     "derived"."""
+    if task == "feature-extraction-with-past" and _is_seq2seq(model_type):
+        return ("speech-seq2seq" if model_type in _mapping("SPEECH_SEQ_2_SEQ") else
+                "vision-seq2seq" if _is_vision_encoder_decoder(model_type) else "seq2seq")
     if task in ("text-generation-with-past", "feature-extraction-with-past"):
         return "decoder"
     if task.startswith("text2text-generation"):
         return "seq2seq"
     if task.startswith("image-to-text"):
         return "vision-seq2seq"
-    if task == "automatic-speech-recognition" and model_type in _mapping("SPEECH_SEQ_2_SEQ"):
+    if task.startswith("automatic-speech-recognition") and \
+            model_type in _mapping("SPEECH_SEQ_2_SEQ"):
         return "speech-seq2seq"
     if task == "zero-shot-image-classification" or (
             task == "feature-extraction" and _text_and_image(model_type)):
@@ -305,11 +330,18 @@ def _text_inputs(model: Any, params: set[str], task: str, batch: int, seq: int) 
     axes = ({0: "batch_size", 1: "num_choices", 2: "sequence_length"} if choice
             else {0: "batch_size", 1: "sequence_length"})
     choices = 2
+    # An encoder-decoder's classifier reads the hidden state at each row's <eos> (BART's
+    # family requires one per row); the rows end with it, as a tokenizer's do.
+    eos = getattr(config, "eos_token_id", None) if getattr(
+        config, "is_encoder_decoder", False) else None
+    eos = eos if isinstance(eos, int) else None
 
     def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
         b, s = shape["batch_size"], shape["sequence_length"]
         rows = b * choices if choice else b
         feeds = {"input_ids": _ids(config, rows, s)}
+        if eos is not None:
+            feeds["input_ids"][:, -1] = eos
         if "attention_mask" in names:
             feeds["attention_mask"] = _mask(rows, s, pad=not decoder)
         if "token_type_ids" in names:
@@ -462,6 +494,7 @@ def _audio_inputs(model: Any, main: str, batch: int) -> Any:
     def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
         return {main: torch.randn(shape["batch_size"], shape["sequence_length"]).to(dtype)}
 
+    from onnxport.tasks.graphs import raw_audio_shapes
+
     return ([main], {main: {0: "batch_size", 1: "sequence_length"}}, make,
-            [{"batch_size": batch, "sequence_length": 400},
-             {"batch_size": batch + 1, "sequence_length": 560}])
+            raw_audio_shapes(config, batch))

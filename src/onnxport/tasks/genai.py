@@ -31,6 +31,7 @@ def genai_config(config: Any, generation: dict[str, Any], *, filename: str = "mo
     """The genai_config.json content for a decoder-only `config` exported as optimum does."""
     from onnxport import llm
 
+    config = llm.text_config(config)  # a multimodal model's language model (Gemma 3)
     num_layers, kv_heads, head_dim = llm._cache_geometry(config)
     heads = int(config.num_attention_heads)
     eos = generation.get("eos_token_id", getattr(config, "eos_token_id", None))

@@ -312,8 +312,18 @@ def _audio(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
 
     return [GraphSpec("model.onnx", AudioModel(model, fields), ["input_values"], fields,
                       {"input_values": {0: "batch_size", 1: "sequence_length"}}, make,
-                      [{"batch_size": batch, "sequence_length": 400},
-                       {"batch_size": batch + 1, "sequence_length": 560}])]
+                      raw_audio_shapes(model.config, batch))]
+
+
+def raw_audio_shapes(config: Any, batch: int) -> list[Shape]:
+    """Two example shapes of raw audio: about 24 and 30 frames after the feature encoder's
+    strides (one frame would make the length a constant; an x-vector head's dilated kernels
+    span about 16 frames)."""
+    import numpy as np
+
+    rate = int(np.prod(getattr(config, "conv_stride", None) or [40]))
+    return [{"batch_size": batch, "sequence_length": 24 * rate + 80},
+            {"batch_size": batch + 1, "sequence_length": 30 * rate + 80}]
 
 
 def _clip(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:

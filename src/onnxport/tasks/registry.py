@@ -54,6 +54,8 @@ TASKS: dict[str, TaskInfo] = {t.name: t for t in [
     TaskInfo("semantic-segmentation", "AutoModelForSemanticSegmentation",
              "per-pixel class logits"),
     TaskInfo("automatic-speech-recognition", "AutoModelForSpeechSeq2Seq",
+             "audio encoder + decoder, no cache (or an encoder alone with CTC)"),
+    TaskInfo("automatic-speech-recognition-with-past", "AutoModelForSpeechSeq2Seq",
              "audio encoder + decoder + decoder with past"),
     TaskInfo("audio-classification", "AutoModelForAudioClassification", "audio logits"),
     TaskInfo("audio-frame-classification", "AutoModelForAudioFrameClassification",
@@ -85,6 +87,7 @@ ALIASES = {
     "default": "feature-extraction",
     "audio-ctc": "automatic-speech-recognition",
     "speech2seq-lm": "automatic-speech-recognition",
+    "speech2seq-lm-with-past": "automatic-speech-recognition-with-past",
 }
 
 _TEXT_ENCODER_TASKS = ("feature-extraction", "fill-mask", "text-classification",
@@ -110,7 +113,8 @@ SUPPORTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "segformer": ("vision", ("semantic-segmentation", "image-classification",
                              "feature-extraction")),
     **{m: ("seq2seq", _SEQ2SEQ_TASKS) for m in ("t5", "mt5", "bart", "mbart")},
-    "whisper": ("speech-seq2seq", ("automatic-speech-recognition",)),
+    "whisper": ("speech-seq2seq", ("automatic-speech-recognition-with-past",
+                                   "automatic-speech-recognition")),
     **{m: ("audio", ("audio-classification", "feature-extraction")) for m in (
         "wav2vec2", "hubert", "wavlm")},
     "clip": ("clip", ("zero-shot-image-classification", "feature-extraction")),
@@ -182,7 +186,7 @@ def detect_task(config: Any) -> tuple[str, str]:
     architectures = list(getattr(config, "architectures", None) or [])
     for arch in architectures:
         if model_type == "whisper" and arch.endswith("ForConditionalGeneration"):
-            return "automatic-speech-recognition", f"architecture {arch}"
+            return "automatic-speech-recognition-with-past", f"architecture {arch}"
         if model_type == "clip" and arch == "CLIPModel":
             return "zero-shot-image-classification", f"architecture {arch}"
         if model_type in ("wav2vec2", "hubert", "wavlm") and arch.endswith(

@@ -74,9 +74,10 @@ class Decoder(torch.nn.Module):
     """One decoder step; `past_key_values` flat: per layer self key, value, cross key, value.
     `masked`: the decoder takes the encoder's attention mask (text encoders)."""
 
-    def __init__(self, model: Any, *, with_past: bool, masked: bool) -> None:
+    def __init__(self, model: Any, *, with_past: bool, masked: bool,
+                 field: str = "logits") -> None:
         super().__init__()
-        self.model, self.with_past, self.masked = model, with_past, masked
+        self.model, self.with_past, self.masked, self.field = model, with_past, masked, field
 
     def forward(self, input_ids: torch.Tensor, encoder_hidden_states: torch.Tensor,
                 encoder_attention_mask: torch.Tensor | None = None,
@@ -104,7 +105,7 @@ class Decoder(torch.nn.Module):
             if not self.with_past:
                 cross = new.cross_attention_cache.layers[i]
                 present += [cross.keys, cross.values]
-        return out.logits, present
+        return getattr(out, self.field), present
 
 
 def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
@@ -119,7 +120,9 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
     encoder_config = getattr(config, "encoder", None) or config
     layers, heads, head_dim = _geometry(config)
     dtype = _float_dtype(model)
-    with_past = task.endswith("-with-past") or speech
+    with_past = task.endswith("-with-past")
+    # feature-extraction-with-past: the base model's decoder states instead of logits
+    field = "last_hidden_state" if task.startswith("feature-extraction") else "logits"
     enc_axes = {0: "batch_size", 1: "encoder_sequence_length"}
 
     # -- encoder
@@ -212,8 +215,8 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
     if fixed:  # the encoder's length is the audio's or image's, not a dim of these graphs
         for shape in first_shapes:
             del shape["encoder_sequence_length"]
-    decoder = Decoder(model, with_past=False, masked=not fixed)
-    out_names = ["logits", *present_names(True)]
+    decoder = Decoder(model, with_past=False, masked=not fixed, field=field)
+    out_names = [field, *present_names(True)]
     spec = GraphSpec("decoder_model.onnx", decoder, base_inputs, out_names,
                      {n: dec_dims[n] for n in base_inputs},
                      lambda shape: make_dec(shape, False), first_shapes)
@@ -221,8 +224,8 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
     spec.export = _generic_export(export, spec, base_inputs)
     specs.append(spec)
     if with_past:
-        decoder_p = Decoder(model, with_past=True, masked=not fixed)
-        out_p = ["logits", *present_names(False)]
+        decoder_p = Decoder(model, with_past=True, masked=not fixed, field=field)
+        out_p = [field, *present_names(False)]
         names_p = [*base_inputs, *past_names]
         dims_p = {n: dec_dims[n] for n in base_inputs}
         for n in past_names:
