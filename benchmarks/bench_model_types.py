@@ -1,7 +1,19 @@
 """Every model type transformers can build from a shrunk config, exported by its default task.
 
     python benchmarks/bench_model_types.py [--only llama,vit] [--limit N] [--all-tasks]
-        [--optimum] [--optimum-minutes 15] [--cli] [--timeout 120] [--out FILE.md]
+        [--optimum] [--optimum-minutes 15] [--optimum-subprocess] [--cli] [--timeout 120]
+        [--shard K/N] [--jsonl ROWS.jsonl [--rerun-failed]] [--out FILE.md]
+    python benchmarks/bench_model_types.py --report ROWS.jsonl ... [--out FILE.md]
+
+The whole sweep, both tools, on two cores (about an hour each):
+
+    python benchmarks/bench_model_types.py --all-tasks --optimum --optimum-minutes 1000 \
+        --shard 0/2 --jsonl s0.jsonl     # and --shard 1/2 --jsonl s1.jsonl beside it
+    python benchmarks/bench_model_types.py --report s0.jsonl s1.jsonl --out report.md
+
+After a fix in onnxport, `--rerun-failed` with the same --jsonl runs onnxport again where it
+failed and keeps optimum's row (optimum's result does not depend on onnxport); the report
+takes the latest row of each type and task.
 
 For each model type of transformers' CONFIG_MAPPING_NAMES: its config class with defaults,
 shrunk (hidden size 32, 2 layers, 4 heads, 2 key/value heads, vocabulary 99, intermediate
@@ -18,7 +30,10 @@ infer the task from a local directory yet"). --all-tasks then runs, for each typ
 either tool lists for it (onnxport: `tasks_for`; optimum: its TasksManager, asked in the
 venv), each tool explicitly on each task (a checkpoint per onnxport Auto class). A task one
 tool does not list for the type is a failure of that tool without a run, and so is a model
-type optimum's TasksManager does not know.
+type optimum's TasksManager does not know. optimum-cli runs as `optimum-cli export onnx` does
+(its `main`, so its own validation included), in one long-lived process of the client venv
+that takes one export after another (`--optimum-subprocess`: a process per export, which adds
+its start-up, about 10 s of imports, to each); both tools' seconds are then in-process times.
 
 Prints a markdown report: pass counts, and per type the task, the result, seconds and error.
 """
@@ -28,6 +43,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
+import os
+import select
 import shutil
 import signal
 import subprocess
@@ -223,6 +241,79 @@ def optimum_tasks(optimum_cli: Path) -> dict[str, list[str]]:
     return {t.replace("_", "-"): v for t, v in json.loads(line).items()}
 
 
+_OPTIMUM_WORKER = r"""
+import io, json, os, sys, time, traceback, warnings
+warnings.simplefilter("ignore")
+results = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)  # optimum's prints go to the log, the pipe carries only results
+sys.stdout = sys.stderr
+from optimum.commands.optimum_cli import main
+results.write("ready\n"); results.flush()
+for line in sys.stdin:
+    job = json.loads(line)
+    sys.argv = ["optimum-cli", "export", "onnx", "--model", job["model"],
+                *(["--task", job["task"]] if job["task"] else []), job["output"]]
+    start = time.perf_counter()
+    try:
+        main()
+        ok, error = True, ""
+    except SystemExit as e:
+        ok, error = not e.code, "" if not e.code else f"exit status {e.code}"
+    except BaseException as e:
+        ok, error = False, (f"{type(e).__name__}: {str(e).strip().splitlines()[0][:220]}"
+                            if str(e).strip() else type(e).__name__)
+    results.write(json.dumps({"ok": ok, "seconds": time.perf_counter() - start,
+                              "error": error}) + "\n")
+    results.flush()
+"""
+
+
+class _OptimumWorker:
+    """optimum-cli's `main`, run in one long-lived process of the client venv per export:
+    the same code path as `optimum-cli export onnx --model CK --task T OUT`, without paying
+    its start-up (about 10 s of imports on this machine) on every run. A run past the
+    timeout kills the process; the next run starts a new one."""
+
+    def __init__(self, optimum_cli: Path) -> None:
+        self.python = optimum_cli.parent / "python"
+        self.proc: subprocess.Popen[str] | None = None
+        self.log = open(tempfile.mktemp(prefix="optimum-worker-", suffix=".log"), "w")
+
+    def _start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env.update(HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore", TQDM_DISABLE="1")
+        self.proc = subprocess.Popen([str(self.python), "-c", _OPTIMUM_WORKER],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, text=True, env=env)
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"optimum worker did not start; see {self.log.name}")
+
+    def run(self, ck: Path, out: Path, task: str | None,
+            timeout: int) -> tuple[bool, float, str]:
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        assert self.proc is not None and self.proc.stdin and self.proc.stdout
+        start = time.perf_counter()
+        self.proc.stdin.write(json.dumps({"model": str(ck), "output": str(out),
+                                          "task": task}) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            self.close()
+            return (False, time.perf_counter() - start,
+                    f"timeout {timeout}s" if not ready else "optimum process died")
+        result = json.loads(line)
+        return result["ok"], result["seconds"], result["error"]
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
 def run_optimum(optimum_cli: Path, ck: Path, out: Path, task: str | None,
                 timeout: int) -> tuple[bool, float, str]:
     """(ok, seconds, error) of optimum-cli's export (and its validation) of `ck`; task None:
@@ -251,7 +342,25 @@ def main() -> int:
     parser.add_argument("--cli", action="store_true", help="onnxport as a subprocess")
     parser.add_argument("--timeout", type=int, default=120)
     parser.add_argument("--out", default="")
+    parser.add_argument("--shard", default="", help="K/N: every N-th type from the K-th (0-based)")
+    parser.add_argument("--jsonl", default="",
+                        help="append each row to this file; rows already in it are not run again")
+    parser.add_argument("--rerun-failed", action="store_true",
+                        help="with --jsonl: run onnxport again where it failed, keeping "
+                             "optimum's row (optimum's result does not depend on onnxport)")
+    parser.add_argument("--report", nargs="*", default=None, metavar="JSONL",
+                        help="only print the report of these row files (later rows win)")
+    parser.add_argument("--optimum-subprocess", action="store_true",
+                        help="optimum-cli as one process per export (default: one long-lived "
+                             "process in the client venv running optimum-cli's main per export)")
     ns = parser.parse_args()
+    if ns.report is not None:
+        rows, skipped, total = _read_rows(ns.report)
+        report = _report(rows, skipped, total, ns)
+        print(report)
+        if ns.out:
+            Path(ns.out).write_text(report)
+        return 0
 
     import warnings
 
@@ -265,6 +374,13 @@ def main() -> int:
     types = ns.only.split(",") if ns.only else sorted(CONFIG_MAPPING_NAMES)
     if ns.limit:
         types = types[:ns.limit]
+    if ns.shard:
+        k, n = map(int, ns.shard.split("/"))
+        types = types[k::n]
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    if ns.jsonl and Path(ns.jsonl).exists():
+        for row in map(json.loads, Path(ns.jsonl).read_text().splitlines()):
+            done[(row["type"], row.get("job", ""))] = row
     optimum_cli = None
     if ns.optimum:
         from bench_cli import client_venv
@@ -275,6 +391,8 @@ def main() -> int:
             return 2
     optimum_deadline = time.monotonic() + 60 * ns.optimum_minutes
     known = optimum_tasks(optimum_cli) if optimum_cli is not None else None
+    worker = (_OptimumWorker(optimum_cli) if optimum_cli is not None
+              and not ns.optimum_subprocess else None)
     root = Path(tempfile.mkdtemp(prefix="bench-model-types-"))
     rows: list[dict[str, Any]] = []
     skipped: list[tuple[str, str]] = []
@@ -284,13 +402,17 @@ def main() -> int:
             p_tasks = tasks_for(model_type)
             o_list = known.get(model_type.replace("_", "-")) if known is not None else None
             if not p_tasks and o_list is None:
-                skipped.append((model_type, "no task: transformers' Auto mappings list none "
-                                            "onnxport exports, and optimum does not know it"))
+                _skip(skipped, model_type, "no task: transformers' Auto mappings list none "
+                                           "onnxport exports, and optimum does not know it",
+                      ns.jsonl)
+                continue
+            if (model_type, "skipped") in done:
+                skipped.append((model_type, done[(model_type, "skipped")]["why"]))
                 continue
             ck = root / model_type
             why = build(model_type, ck, auto)
             if why:
-                skipped.append((model_type, why))
+                _skip(skipped, model_type, why, ns.jsonl)
                 continue
             # The default task (each tool's own), then with --all-tasks every task either
             # tool lists for the type, run explicitly by both.
@@ -298,6 +420,10 @@ def main() -> int:
             if ns.all_tasks:
                 jobs += list(p_tasks) + [t for t in (o_list or []) if t not in p_tasks]
             for task in jobs:
+                previous = done.get((model_type, task or "default"))
+                if previous is not None and (previous["ok"] or not ns.rerun_failed):
+                    rows.append(previous)
+                    continue
                 folder = ck
                 if task is not None and task in p_tasks:
                     from onnxport.tasks.registry import plan
@@ -316,10 +442,12 @@ def main() -> int:
                 else:
                     ok, seconds, got, error = run_onnxport(folder, out, task, ns.timeout,
                                                            ns.cli)
-                row = {"type": model_type, "task": got or (task or ""),
+                row = {"type": model_type, "job": task or "default", "task": got or (task or ""),
                        "default": task is None, "ok": ok, "seconds": seconds,
                        "error": error, "listed": model_type in SUPPORTED}
-                if optimum_cli is not None and time.monotonic() < optimum_deadline:
+                if previous is not None and "optimum_ok" in previous:
+                    row.update({k: v for k, v in previous.items() if k.startswith("optimum_")})
+                elif optimum_cli is not None and time.monotonic() < optimum_deadline:
                     if o_list is None:
                         o_ok, o_sec, o_err = (False, 0.0, "model type not in optimum's "
                                               "TasksManager (not run)")
@@ -332,11 +460,16 @@ def main() -> int:
                     else:
                         # optimum-cli cannot infer a task from a local folder: the default
                         # run gets the task onnxport detected.
-                        o_ok, o_sec, o_err = run_optimum(optimum_cli, folder,
-                                                         root / "optimum" / out.name,
-                                                         task or got, ns.timeout)
+                        o_ok, o_sec, o_err = (
+                            worker.run(folder, root / "optimum" / out.name, task or got,
+                                       ns.timeout) if worker is not None else
+                            run_optimum(optimum_cli, folder, root / "optimum" / out.name,
+                                        task or got, ns.timeout))
                     row.update(optimum_ok=o_ok, optimum_seconds=o_sec, optimum_error=o_err)
                 rows.append(row)
+                if ns.jsonl:
+                    with open(ns.jsonl, "a") as f:
+                        f.write(json.dumps(row) + "\n")
                 shutil.rmtree(out, ignore_errors=True)
                 shutil.rmtree(root / "optimum" / out.name, ignore_errors=True)
                 print(f"{model_type:32} {row['task']:34} {'ok' if ok else 'FAIL'} "
@@ -345,7 +478,11 @@ def main() -> int:
                          f"{row['optimum_seconds']:.1f}s {row['optimum_error'][:80]}"
                          if "optimum_ok" in row else ""), file=sys.stderr, flush=True)
     finally:
+        if worker is not None:
+            worker.close()
         shutil.rmtree(root, ignore_errors=True)
+    if ns.jsonl:
+        rows, skipped, _ = _read_rows([ns.jsonl])
     report = _report(rows, skipped, len(types), ns)
     print(report)
     if ns.out:
@@ -353,9 +490,30 @@ def main() -> int:
     return 0
 
 
+def _skip(skipped: list[tuple[str, str]], model_type: str, why: str, jsonl: str) -> None:
+    skipped.append((model_type, why))
+    if jsonl:
+        with open(jsonl, "a") as f:
+            f.write(json.dumps({"type": model_type, "job": "skipped", "why": why}) + "\n")
+
+
+def _read_rows(files: list[str]) -> tuple[list[dict[str, Any]], list[tuple[str, str]], int]:
+    """(rows, skipped, number of types) from --jsonl files; a later row of the same type and
+    job replaces an earlier one."""
+    by_key: dict[tuple[str, str], dict[str, Any]] = {}
+    for file in files:
+        for row in map(json.loads, Path(file).read_text().splitlines()):
+            by_key[(row["type"], row.get("job", ""))] = row
+    keys = sorted(by_key, key=lambda k: (k[0], k[1] != "default", k[1]))
+    rows = [by_key[k] for k in keys if k[1] != "skipped"]
+    skipped = [(k[0], by_key[k]["why"]) for k in keys if k[1] == "skipped"]
+    return rows, skipped, len({k[0] for k in keys})
+
+
 def _report(rows: list[dict[str, Any]], skipped: list[tuple[str, str]], total: int,
             ns: argparse.Namespace) -> str:
     default = [r for r in rows if r["default"]]
+    ns.all_tasks = ns.all_tasks or any(not r["default"] for r in rows)
     # All tasks: the explicit per-task rows (--all-tasks), else the default rows.
     tasks = [r for r in rows if not r["default"]] if ns.all_tasks else default
     lines = [f"# onnxport export on every model type ({time.strftime('%Y-%m-%d')})", "",
