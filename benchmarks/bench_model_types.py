@@ -152,7 +152,8 @@ def build(model_type: str, folder: Path, auto: str) -> str:
         config = shrunk_config(model_type)
         torch.manual_seed(0)
         with contextlib.redirect_stderr(io.StringIO()):
-            model = getattr(transformers, auto).from_config(config)
+            cls = getattr(transformers, auto)
+            model = cls.from_config(config) if auto.startswith("Auto") else cls(config)
     except Exception as e:
         return f"cannot build: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
     n = sum(p.numel() for p in model.parameters())

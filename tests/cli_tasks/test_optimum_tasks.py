@@ -237,6 +237,18 @@ def test_time_series_feature_extraction(checkpoints: Any, tmp_path: Any) -> None
     assert [v.name for v in graph.output] == ["last_hidden_state"]
 
 
+def test_time_series_forecasting(checkpoints: Any, tmp_path: Any) -> None:
+    """PatchTST's forecasting head, a class no transformers mapping lists (optimum names it
+    itself): past_values -> prediction_outputs."""
+    from onnxport.tasks import tasks_for
+
+    assert tasks_for("patchtsmixer")[0] == "time-series-forecasting"
+    result, graph = _exported(checkpoints("patchtst"), tmp_path / "out",
+                              "time-series-forecasting")
+    assert _dims(graph.input) == {"past_values": ["batch_size", "32", "3"]}
+    assert [v.name for v in graph.output] == ["prediction_outputs"]
+
+
 def _onnx_files(result: Any) -> list[str]:
     return sorted(f for f in result.files if f.endswith(".onnx"))
 

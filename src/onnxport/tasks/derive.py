@@ -55,7 +55,16 @@ _MAPPINGS: dict[str, tuple[tuple[str, str], ...]] = {
     "audio-xvector": (("AUDIO_XVECTOR", "AutoModelForAudioXVector"),),
     "zero-shot-image-classification": (("ZERO_SHOT_IMAGE_CLASSIFICATION",
                                         "AutoModelForZeroShotImageClassification"),),
+    # transformers' mapping lists TimesFM; PatchTST's and PatchTSMixer's forecasting heads
+    # are in no mapping (optimum names them itself): `_EXTRA_MAPPINGS`.
+    "time-series-forecasting": (("TIME_SERIES_PREDICTION", "AutoModelForTimeSeriesPrediction"),
+                                ("+TIME_SERIES_FORECASTING", "")),
     "feature-extraction": (("", "AutoModel"),),
+}
+# Model classes for a task that no transformers mapping lists: mapping -> {type: class}.
+_EXTRA_MAPPINGS = {
+    "+TIME_SERIES_FORECASTING": {"patchtst": "PatchTSTForPrediction",
+                                 "patchtsmixer": "PatchTSMixerForPrediction"},
 }
 DERIVED_TASKS = tuple(_MAPPINGS)
 
@@ -75,6 +84,7 @@ _FIELDS = {
     "image-to-image": ["reconstruction"],
     "keypoint-detection": ["heatmaps"],
     "zero-shot-object-detection": ["logits", "pred_boxes", "text_embeds", "image_embeds"],
+    "time-series-forecasting": ["prediction_outputs"],
 }
 # Output names optimum gives a model type's fields where no rule derives them: name -> field
 # (`field[i]`: an element of a tuple field).
@@ -95,6 +105,8 @@ _MAPPING_FIELDS = {
 def _mapping(name: str) -> dict[str, Any]:
     from transformers.models.auto import modeling_auto
 
+    if name in _EXTRA_MAPPINGS:
+        return _EXTRA_MAPPINGS[name]
     return dict(getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING_NAMES" if name
                         else "MODEL_MAPPING_NAMES"))
 
@@ -172,6 +184,8 @@ def architecture_task(model_type: str, architecture: str) -> str | None:
 def auto_class(model_type: str, task: str) -> str:
     """The transformers Auto class that loads `model_type` for `task`."""
     found = _found(task.removesuffix("-with-past"), model_type)
+    if found and not found[1]:  # a class no Auto mapping lists (`_EXTRA_MAPPINGS`)
+        return str(_mapping(found[0])[model_type])
     return found[1] if found else "AutoModel"
 
 

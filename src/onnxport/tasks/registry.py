@@ -71,6 +71,8 @@ TASKS: dict[str, TaskInfo] = {t.name: t for t in [
     TaskInfo("keypoint-detection", "AutoModelForPoseEstimation", "keypoint heatmaps"),
     TaskInfo("depth-estimation", "AutoModelForDepthEstimation", "per-pixel depth"),
     TaskInfo("masked-im", "AutoModelForMaskedImageModeling", "reconstructed pixels"),
+    TaskInfo("time-series-forecasting", "AutoModelForTimeSeriesPrediction",
+             "forecasts from past values (prediction_outputs)"),
     TaskInfo("zero-shot-image-classification", "AutoModel",
              "image-text similarity (logits_per_image, logits_per_text, embeddings)"),
 ]}
