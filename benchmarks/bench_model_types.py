@@ -349,6 +349,8 @@ def main() -> int:
     parser.add_argument("--rerun-failed", action="store_true",
                         help="with --jsonl: run onnxport again where it failed, keeping "
                              "optimum's row (optimum's result does not depend on onnxport)")
+    parser.add_argument("--rerun-timeouts", action="store_true",
+                        help="with --rerun-failed: also the runs that timed out (kept otherwise)")
     parser.add_argument("--report", nargs="*", default=None, metavar="JSONL",
                         help="only print the report of these row files (later rows win)")
     parser.add_argument("--optimum-subprocess", action="store_true",
@@ -422,7 +424,8 @@ def main() -> int:
                 jobs += list(p_tasks) + [t for t in (o_list or []) if t not in p_tasks]
             for task in jobs:
                 previous = done.get((model_type, task or "default"))
-                if previous is not None and (previous["ok"] or not ns.rerun_failed):
+                if previous is not None and (previous["ok"] or not ns.rerun_failed or (
+                        previous["error"].startswith("timeout") and not ns.rerun_timeouts)):
                     rows.append(previous)
                     continue
                 folder = ck

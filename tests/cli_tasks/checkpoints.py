@@ -538,6 +538,16 @@ def longt5() -> Any:
                                           decoder_start_token_id=0))
 
 
+def speech_to_text() -> Any:
+    """Speech2Text: filter-bank frames (any number, masked), not Whisper's fixed mels."""
+    tf = _tf()
+    return tf.Speech2TextModel(tf.Speech2TextConfig(
+        vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, conv_channels=32, input_feat_per_channel=16,
+        max_source_positions=64, max_target_positions=64))
+
+
 def gemma3() -> Any:
     """A vision-language model whose language model is a text sub-config."""
     tf = _tf()
@@ -591,4 +601,5 @@ DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
     "gemma3": (gemma3, "text-generation-with-past"),
     "mistral_window": (mistral_window, "text-generation-with-past"),
     "longt5": (longt5, "feature-extraction-with-past"),
+    "speech_to_text": (speech_to_text, "feature-extraction-with-past"),
 }

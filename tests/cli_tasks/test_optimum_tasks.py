@@ -376,3 +376,15 @@ def test_dims_stay_dynamic_in_the_range_a_branch_allows(checkpoints: Any,
     assert _dims(graph.input)["input_ids"] == ["batch_size", "encoder_sequence_length"]
     assert any("stay dynamic within it" in str(w.message) and "2..32" in str(w.message)
                for w in caught)
+
+
+def test_speech_filter_banks_feature_extraction(checkpoints: Any, tmp_path: Any) -> None:
+    """Speech2Text's single-file feature-extraction: filter-bank frames of any number with
+    their mask (Whisper's are a fixed number of mel frames), and decoder_input_ids."""
+    result, graph = _exported(checkpoints("speech_to_text"), tmp_path / "out",
+                              "feature-extraction")
+    frames = ["batch_size", "encoder_sequence_length"]
+    assert _dims(graph.input) == {
+        "input_features": [*frames, "16"], "attention_mask": frames,
+        "decoder_input_ids": ["batch_size", "decoder_sequence_length"]}
+    assert [v.name for v in graph.output] == ["last_hidden_state"]

@@ -411,7 +411,16 @@ def _seq2seq_inputs(model: Any, main: str, batch: int, seq: int) -> Any:
 
     config = model.config
     speech = main == "input_features"
-    if speech:
+    # Whisper's mel spectrogram has a fixed number of frames; Speech2Text's filter banks
+    # (frames, features) any number, with a mask.
+    banks = speech and not getattr(config, "num_mel_bins", None) and \
+        getattr(config, "input_feat_per_channel", None)
+    if banks:
+        names = ["input_features", "attention_mask", "decoder_input_ids"]
+        enc = {0: "batch_size", 1: "encoder_sequence_length"}
+        dims = {"input_features": enc, "attention_mask": dict(enc),
+                "decoder_input_ids": {0: "batch_size", 1: "decoder_sequence_length"}}
+    elif speech:
         bins = int(getattr(config, "num_mel_bins", 80))
         frames = 2 * int(getattr(config, "max_source_positions", 32))
         names = ["input_features", "decoder_input_ids"]
@@ -428,8 +437,13 @@ def _seq2seq_inputs(model: Any, main: str, batch: int, seq: int) -> Any:
     def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
         b, e, d = (shape["batch_size"], shape["encoder_sequence_length"],
                    shape["decoder_sequence_length"])
-        feeds = ({"input_features": torch.randn(b, bins, frames).to(dtype)} if speech else
-                 {"input_ids": _ids(config, b, e), "attention_mask": _mask(b, e)})
+        if banks:  # filter-bank frames: subsampled by 4 before the encoder
+            feeds = {"input_features": torch.randn(b, 4 * e, int(banks)).to(dtype),
+                     "attention_mask": _mask(b, 4 * e)}
+        elif speech:
+            feeds = {"input_features": torch.randn(b, bins, frames).to(dtype)}
+        else:
+            feeds = {"input_ids": _ids(config, b, e), "attention_mask": _mask(b, e)}
         feeds["decoder_input_ids"] = _ids(decoder_config, b, d)
         return feeds
 
