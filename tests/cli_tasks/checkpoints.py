@@ -548,6 +548,16 @@ def speech_to_text() -> Any:
         max_source_positions=64, max_target_positions=64))
 
 
+def moonshine() -> Any:
+    """Moonshine: raw audio of any length, with a mask."""
+    tf = _tf()
+    return tf.MoonshineModel(tf.MoonshineConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, encoder_num_hidden_layers=2,
+        decoder_num_hidden_layers=2, encoder_num_attention_heads=4,
+        decoder_num_attention_heads=4, encoder_num_key_value_heads=4,
+        decoder_num_key_value_heads=4, max_position_embeddings=128))
+
+
 def gemma3() -> Any:
     """A vision-language model whose language model is a text sub-config."""
     tf = _tf()
@@ -602,4 +612,5 @@ DERIVED: dict[str, tuple[Callable[[], Any], str]] = {
     "mistral_window": (mistral_window, "text-generation-with-past"),
     "longt5": (longt5, "feature-extraction-with-past"),
     "speech_to_text": (speech_to_text, "feature-extraction-with-past"),
+    "moonshine": (moonshine, "feature-extraction-with-past"),
 }

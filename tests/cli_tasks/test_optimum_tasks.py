@@ -378,13 +378,17 @@ def test_dims_stay_dynamic_in_the_range_a_branch_allows(checkpoints: Any,
                for w in caught)
 
 
-def test_speech_filter_banks_feature_extraction(checkpoints: Any, tmp_path: Any) -> None:
-    """Speech2Text's single-file feature-extraction: filter-bank frames of any number with
-    their mask (Whisper's are a fixed number of mel frames), and decoder_input_ids."""
-    result, graph = _exported(checkpoints("speech_to_text"), tmp_path / "out",
-                              "feature-extraction")
+@pytest.mark.parametrize("name, main, size", [("speech_to_text", "input_features", ["16"]),
+                                               ("moonshine", "input_values", [])])
+def test_speech_feature_extraction_of_any_length(name: str, main: str, size: list[str],
+                                                 checkpoints: Any, tmp_path: Any) -> None:
+    """The single-file feature-extraction of speech encoder-decoders whose audio has any
+    length, with a mask (Whisper's is a fixed number of mel frames): Speech2Text's filter
+    banks and Moonshine's raw samples (its encoder's length computed in integers during
+    capture, capture/library_patches.py), then decoder_input_ids."""
+    result, graph = _exported(checkpoints(name), tmp_path / "out", "feature-extraction")
     frames = ["batch_size", "encoder_sequence_length"]
     assert _dims(graph.input) == {
-        "input_features": [*frames, "16"], "attention_mask": frames,
+        main: [*frames, *size], "attention_mask": frames,
         "decoder_input_ids": ["batch_size", "decoder_sequence_length"]}
     assert [v.name for v in graph.output] == ["last_hidden_state"]

@@ -47,6 +47,14 @@ torchvision (detection models):
   torchvision filters and takes the top k class by class: the same boxes in the same order
   (the top k of the boxes above the threshold are the top k boxes that are above it), with
   one data-dependent size instead of one per class (SSD's 90 classes made capture slow).
+
+transformers:
+
+* `models.moonshine.modeling_moonshine.MoonshinePreTrainedModel._get_feat_extract_output_lengths`:
+  the encoder's length from the audio's in integer arithmetic, `(n - 127) // 64 + 1` and so on,
+  where Moonshine's `int((n - 127) / 64 + 1)` of a symbolic size gives a constant: the encoder's
+  mask was cut to the example's length, and ONNX Runtime failed at any other (the same values
+  for audio of 127 samples or more).
 """
 
 from __future__ import annotations
@@ -335,6 +343,20 @@ _TORCHVISION: dict[tuple[str, str], Callable[..., Any]] = {
     ("torchvision.models.detection.transform.GeneralizedRCNNTransform", "postprocess"):
         _postprocess,
 }
+
+
+def _moonshine_feature_lengths(self: Any, input_lengths: Any) -> Any:
+    conv1 = (input_lengths - 127) // 64 + 1
+    conv2 = (conv1 - 7) // 3 + 1
+    return (conv2 - 3) // 2 + 1
+
+
+_TRANSFORMERS: dict[tuple[str, str], Callable[..., Any]] = {
+    ("transformers.models.moonshine.modeling_moonshine.MoonshinePreTrainedModel",
+     "_get_feat_extract_output_lengths"): _moonshine_feature_lengths,
+}
+# library -> its patches, applied when the library is imported
+_PATCHES = {"torchvision": _TORCHVISION, "transformers": _TRANSFORMERS}
 # The functions patched, while patched (a patch may fall back to the original).
 _ORIGINALS: dict[tuple[str, str], Callable[..., Any]] = {}
 # The example's value of each unbacked size the resize patch made (sympy symbol -> int).
@@ -366,8 +388,10 @@ def library_patches(size_names: dict[str, str] | None = None) -> Iterator[None]:
     outer_names, _SIZE_NAMES = _SIZE_NAMES, size_names if size_names is not None else {}
     outermost = not _ORIGINALS
     try:
-        if "torchvision" in sys.modules:
-            for (module_name, attribute), replacement in _TORCHVISION.items():
+        for library, patches in _PATCHES.items():
+            if library not in sys.modules:
+                continue
+            for (module_name, attribute), replacement in patches.items():
                 module = _resolve(module_name)
                 if module is not None and hasattr(module, attribute):
                     saved.append((module, attribute, getattr(module, attribute)))

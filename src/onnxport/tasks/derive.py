@@ -415,10 +415,11 @@ def _seq2seq_inputs(model: Any, main: str, batch: int, seq: int) -> Any:
     # (frames, features) any number, with a mask.
     banks = speech and not getattr(config, "num_mel_bins", None) and \
         getattr(config, "input_feat_per_channel", None)
-    if banks:
-        names = ["input_features", "attention_mask", "decoder_input_ids"]
+    raw = main == "input_values"  # Moonshine: raw audio, any length, with a mask
+    if banks or raw:
+        names = [main, "attention_mask", "decoder_input_ids"]
         enc = {0: "batch_size", 1: "encoder_sequence_length"}
-        dims = {"input_features": enc, "attention_mask": dict(enc),
+        dims = {main: enc, "attention_mask": dict(enc),
                 "decoder_input_ids": {0: "batch_size", 1: "decoder_sequence_length"}}
     elif speech:
         bins = int(getattr(config, "num_mel_bins", 80))
@@ -437,7 +438,9 @@ def _seq2seq_inputs(model: Any, main: str, batch: int, seq: int) -> Any:
     def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
         b, e, d = (shape["batch_size"], shape["encoder_sequence_length"],
                    shape["decoder_sequence_length"])
-        if banks:  # filter-bank frames: subsampled by 4 before the encoder
+        if raw:  # samples: Moonshine's convolutions take 384 per frame
+            feeds = {main: torch.randn(b, 400 * e).to(dtype), "attention_mask": _mask(b, 400 * e)}
+        elif banks:  # filter-bank frames: subsampled by 4 before the encoder
             feeds = {"input_features": torch.randn(b, 4 * e, int(banks)).to(dtype),
                      "attention_mask": _mask(b, 4 * e)}
         elif speech:
