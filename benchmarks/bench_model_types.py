@@ -412,21 +412,31 @@ def main() -> int:
             if (model_type, "skipped") in done:
                 skipped.append((model_type, done[(model_type, "skipped")]["why"]))
                 continue
-            ck = root / model_type
-            why = build(model_type, ck, auto)
-            if why:
-                _skip(skipped, model_type, why, ns.jsonl)
-                continue
             # The default task (each tool's own), then with --all-tasks every task either
             # tool lists for the type, run explicitly by both.
             jobs: list[str | None] = [None]
             if ns.all_tasks:
                 jobs += list(p_tasks) + [t for t in (o_list or []) if t not in p_tasks]
-            for task in jobs:
+
+            def kept(task: str | None, model_type: str = model_type) -> dict[str, Any] | None:
                 previous = done.get((model_type, task or "default"))
                 if previous is not None and (previous["ok"] or not ns.rerun_failed or (
                         previous["error"].startswith("timeout") and not ns.rerun_timeouts)):
-                    rows.append(previous)
+                    return previous
+                return None
+
+            if all(kept(task) is not None for task in jobs):
+                rows += [kept(task) for task in jobs]  # type: ignore[misc]
+                continue
+            ck = root / model_type
+            why = build(model_type, ck, auto)
+            if why:
+                _skip(skipped, model_type, why, ns.jsonl)
+                continue
+            for task in jobs:
+                previous = done.get((model_type, task or "default"))
+                if kept(task) is not None:
+                    rows.append(previous)  # type: ignore[arg-type]
                     continue
                 folder = ck
                 if task is not None and task in p_tasks:
