@@ -129,6 +129,7 @@ def test_tasks_listed_from_mappings() -> None:
     assert "masked-im" in tasks_for("vit")
     assert "automatic-speech-recognition" in tasks_for("wav2vec2")
     assert "text-generation-with-past" not in tasks_for("bert")  # an encoder's LM head
+    assert "multiple-choice" not in tasks_for("deberta")  # transformers has no such class
     assert tasks_for("marian")[:2] == ("text2text-generation-with-past",
                                        "text2text-generation")
 

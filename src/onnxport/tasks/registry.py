@@ -101,8 +101,9 @@ _SEQ2SEQ_TASKS = ("text2text-generation-with-past", "text2text-generation")
 # model_type -> (family, tasks). The first task is the default when no architecture says more.
 SUPPORTED: dict[str, tuple[str, tuple[str, ...]]] = {
     **{m: ("text-encoder", _TEXT_ENCODER_TASKS) for m in (
-        "bert", "roberta", "distilbert", "deberta-v2", "deberta", "albert", "electra",
-        "xlm-roberta")},
+        "bert", "roberta", "distilbert", "deberta-v2", "albert", "electra", "xlm-roberta")},
+    # transformers has no DebertaForMultipleChoice
+    "deberta": ("text-encoder", tuple(t for t in _TEXT_ENCODER_TASKS if t != "multiple-choice")),
     **{m: ("decoder", _DECODER_TASKS) for m in (
         "llama", "qwen2", "qwen3", "mistral", "phi3", "phi", "gemma", "gemma2", "gpt2",
         "falcon", "granite", "olmo",
