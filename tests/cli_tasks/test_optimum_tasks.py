@@ -392,3 +392,16 @@ def test_speech_feature_extraction_of_any_length(name: str, main: str, size: lis
         main: [*frames, *size], "attention_mask": frames,
         "decoder_input_ids": ["batch_size", "decoder_sequence_length"]}
     assert [v.name for v in graph.output] == ["last_hidden_state"]
+
+
+def test_library_patches_import_nothing() -> None:
+    """The capture-only patches of a library apply to the modules already imported: entering
+    them imports no model code (transformers' lazy modules would import on attribute access)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, transformers\n"
+            "from onnxport.capture.library_patches import library_patches\n"
+            "with library_patches():\n    pass\n"
+            "assert 'transformers.models.moonshine.modeling_moonshine' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)

@@ -375,7 +375,10 @@ def _resolve(path: str) -> Any:
         owner.insert(0, name)
     found: Any = sys.modules[module_name]
     for name in owner:
-        found = getattr(found, name, None)
+        # A module's own namespace only: getattr on a lazy module (transformers.models)
+        # would import the submodule, a patch's library the model never imported.
+        found = vars(found).get(name) if isinstance(found, type(sys)) else getattr(found, name,
+                                                                                   None)
     return found
 
 
