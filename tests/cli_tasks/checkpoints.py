@@ -28,6 +28,10 @@ _DECODER = dict(vocab_size=VOCAB, bos_token_id=1, eos_token_id=2, pad_token_id=0
 _LLAMA_LIKE = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
                    **_DECODER)
+# BART's, Whisper's, Marian's, Speech2Text's sizes
+_SEQ2SEQ_LIKE = dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
+                     encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+                     decoder_ffn_dim=64)
 _BERT_LIKE = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                   intermediate_size=64, max_position_embeddings=64)
 
@@ -148,18 +152,14 @@ def t5() -> Any:
 def bart() -> Any:
     tf = _tf()
     return tf.BartForConditionalGeneration(tf.BartConfig(
-        vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
-        decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=1, bos_token_id=0,
+        **_SEQ2SEQ_LIKE, max_position_embeddings=64, pad_token_id=1, bos_token_id=0,
         eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=None))
 
 
 def whisper() -> Any:
     tf = _tf()
     return tf.WhisperForConditionalGeneration(tf.WhisperConfig(
-        vocab_size=VOCAB, num_mel_bins=16, d_model=32, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
-        decoder_ffn_dim=64, max_source_positions=16, max_target_positions=64, pad_token_id=0,
+        **_SEQ2SEQ_LIKE, num_mel_bins=16, max_source_positions=16, max_target_positions=64, pad_token_id=0,
         bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, begin_suppress_tokens=None,
         suppress_tokens=None))
 
@@ -296,9 +296,7 @@ def data2vec_audio() -> Any:
 def marian() -> Any:
     tf = _tf()
     return tf.MarianMTModel(tf.MarianConfig(
-        vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
-        decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=0,
+        **_SEQ2SEQ_LIKE, max_position_embeddings=64, pad_token_id=0,
         decoder_start_token_id=0))
 
 
@@ -542,9 +540,7 @@ def speech_to_text() -> Any:
     """Speech2Text: filter-bank frames (any number, masked), not Whisper's fixed mels."""
     tf = _tf()
     return tf.Speech2TextModel(tf.Speech2TextConfig(
-        vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
-        decoder_ffn_dim=64, conv_channels=32, input_feat_per_channel=16,
+        **_SEQ2SEQ_LIKE, conv_channels=32, input_feat_per_channel=16,
         max_source_positions=64, max_target_positions=64))
 
 

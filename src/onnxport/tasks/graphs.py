@@ -319,9 +319,9 @@ def raw_audio_shapes(config: Any, batch: int) -> list[Shape]:
     """Two example shapes of raw audio: about 24 and 30 frames after the feature encoder's
     strides (one frame would make the length a constant; an x-vector head's dilated kernels
     span about 16 frames)."""
-    import numpy as np
+    import math
 
-    rate = int(np.prod(getattr(config, "conv_stride", None) or [40]))
+    rate = math.prod(getattr(config, "conv_stride", None) or [40])
     return [{"batch_size": batch, "sequence_length": 24 * rate + 80},
             {"batch_size": batch + 1, "sequence_length": 30 * rate + 80}]
 

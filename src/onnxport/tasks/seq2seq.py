@@ -140,6 +140,15 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
                             ["last_hidden_state"], {"pixel_values": {0: "batch_size"}},
                             make_enc, [{"batch_size": batch}, {"batch_size": batch + 1}])
     elif speech:
+        if not getattr(config, "num_mel_bins", None) or \
+                not getattr(config, "max_source_positions", None):
+            from onnxport.tasks.errors import UnsupportedTaskError
+
+            raise UnsupportedTaskError(
+                f"onnxport's {task} graphs take Whisper's layout, a fixed number of mel "
+                f"frames (num_mel_bins, max_source_positions); {type(model).__name__} takes "
+                f"audio of any length with a mask, which its decoder subsamples: export "
+                f"task 'feature-extraction' (one file)")
         mels = int(config.num_mel_bins)
         frames = 2 * int(config.max_source_positions)
 
