@@ -191,3 +191,13 @@ def test_complex_index_put_and_index_add() -> None:
         return put, z.index_add(1, torch.tensor([5, 0]), z[:, :2] * 1j, alpha=2)
 
     check(fn, Z, torch.randn(2, 6, 5, dtype=torch.complex64))
+
+
+def test_complex_gather_at_negative_and_inner_dims() -> None:
+    # Lumina2's rotary tables: complex rows picked by position ids.
+    i = torch.tensor([[[0, 3, 1, 1, 2]] * 6] * 2)
+
+    def fn(z: torch.Tensor) -> Any:
+        return z.gather(-1, i), z.gather(1, i[:, :4, :])
+
+    check(fn, Z)

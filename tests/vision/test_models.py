@@ -103,3 +103,33 @@ def test_dynamic(name: str) -> None:
             if spatial or dim not in SPATIAL:
                 assert shapes[input_name][axis] == dim, (input_name, shapes[input_name])
     _check(case, model, program, case.inputs(BATCH2, case.size2 if spatial else case.size))
+
+
+def test_lumina2_captions_of_different_lengths() -> None:
+    # Lumina2 packs each sample's caption and image tokens with Python loops over the batch;
+    # the capture-only patch (onnxport.capture.library_patches) gathers them instead. It must
+    # equal diffusers' forward in eager mode, and the exported graph eager PyTorch, with
+    # captions of different lengths (diffusers' masked path) and equal ones (its unmasked one).
+    from onnxport.capture.library_patches import library_patches
+
+    case = CASES["diffusers/Lumina2Transformer2DModel"]
+    torch.manual_seed(0)
+    model = case.build()
+
+    def inputs(lengths: list[int], size: tuple[int, int]) -> tuple[tuple[()], dict[str, Any]]:
+        kwargs = case.inputs(len(lengths), size)[1]
+        mask = torch.arange(8)[None] < torch.tensor(lengths)[:, None]
+        return (), {**kwargs, "encoder_attention_mask": mask}
+
+    for lengths in ([8, 8], [5, 5], [3, 8], [6, 1]):
+        kwargs = inputs(lengths, (16, 16))[1]
+        with torch.no_grad():
+            expected = model(**kwargs)[0]
+            with library_patches():
+                assert torch.equal(model(**kwargs)[0], expected), lengths
+    example = case.inputs(BATCH, case.size)
+    with torch.no_grad():
+        program = onnxport.export(model, example[0], kwargs=example[1],
+                                  **case.export_kwargs(*example, dynamic=True, spatial=True))
+    for lengths, size in (([8, 3, 6], (20, 24)), ([8, 8], (16, 16)), ([4], (12, 16))):
+        _check(case, model, program, inputs(lengths, size))

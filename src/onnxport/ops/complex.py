@@ -3,6 +3,7 @@
 See `onnxport/translate/complex.py` for the representation. Three kinds live here:
 * conversions and constructors: view_as_real/view_as_complex, complex, polar, to/_to_copy;
 * arithmetic on pairs: conj, neg, add, sub, mul, div, abs, angle, where, sum, mean;
+* gather, index_put and index_add, whose indices pick whole pairs;
 * layout ops, which run their ordinary translation with the arguments moved past the pair
   axis: dims made non-negative (so -1 never names the pair axis), sizes and permutations
   extended by the pair axis, pads given none on it.
@@ -547,6 +548,17 @@ _LAYOUT: dict[Any, Callable[[dict[str, Any]], None] | None] = {
 
 for _target, _rewrite in _LAYOUT.items():
     register_complex(_target)(_adapted(_target, _rewrite))
+
+
+@register_complex(aten.gather.default)
+def aten_gather(g: GraphBuilder, self: Tensor, dim: int, index: Tensor,
+                sparse_grad: bool = False) -> Tensor:
+    """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
+    # Both parts of a pair come from the same element: the index repeated along the pair axis.
+    dim %= max(complex_rank(self), 1)
+    pair_index = g.op("Unsqueeze", index, g.const([-1], ir.DataType.INT64))
+    pair_index = g.op("Concat", pair_index, pair_index, axis=-1)
+    return mark_complex(g.op("GatherElements", self, pair_index, axis=dim))
 
 
 @register_complex(aten.index_put.default)
