@@ -133,3 +133,11 @@ def test_lumina2_captions_of_different_lengths() -> None:
                                   **case.export_kwargs(*example, dynamic=True, spatial=True))
     for lengths, size in (([8, 3, 6], (20, 24)), ([8, 8], (16, 16)), ([4], (12, 16))):
         _check(case, model, program, inputs(lengths, size))
+
+
+def test_dims_stay_dynamic_where_torch_constraint_solver_gives_up() -> None:
+    # S3D with a dynamic height and width: torch.export's constraint solver hands sympy a guard
+    # with floor divisions of the size it cannot reduce (NotImplementedError, which aborted
+    # the export), and a contiguity decision (the pooled map being 1x1) guards the size too.
+    # Neither limits the graph: exported at 224, it matches eager at 256 (the second size).
+    test_dynamic("video/s3d")

@@ -31,6 +31,7 @@ from onnxport.capture.guards import (
     UnenforcedGuard,
     pinned_axes,
     pinning_guards,
+    tolerant_constraint_solver,
     user_input_values,
     with_ranged_axes,
     with_static_axes,
@@ -338,7 +339,8 @@ def _export(module: torch.nn.Module, args: Sequence[Any], kwargs: dict[str, Any]
     rnns = loop_shaped_rnns() if loop_rnns else contextlib.nullcontext()
     oblivious = torch.fx.experimental._config.patch(backed_size_oblivious=True) \
         if size_oblivious else contextlib.nullcontext()
-    with capture_kernels(), library_patches(size_names), rnns, oblivious:
+    with capture_kernels(), library_patches(size_names), tolerant_constraint_solver(), \
+            rnns, oblivious:
         return torch.export.export(module, tuple(args), kwargs=kwargs or None,
                                    dynamic_shapes=dynamic_shapes, strict=strict,
                                    prefer_deferred_runtime_asserts_over_guards=deferred)

@@ -8,9 +8,10 @@ floor-divided size): the program claims the dim is dynamic but computes the bran
 the example for every size. ONNX has no assertion to carry the guard, so an exported graph
 would silently compute the wrong branch.
 
-Not every guard the ranges leave open matters: torch's own layout checks record many (a
-spatial size `!= 1` for a contiguity decision, identities such as `Min(a, 2a) == a` that value
-ranges cannot prove), and they hold for nearly every size. `pinning_guards` keeps the guards
+Not every guard the ranges leave open matters. torch's own layout checks record many (a
+spatial size `!= 1` or `== 1` for a contiguity decision); they choose strides, which ONNX
+does not have, and are skipped. Others are identities such as `Min(a, 2a) == a` that value
+ranges cannot prove, and hold for nearly every size. `pinning_guards` keeps the guards
 that *pin* a dim: those that fail for most sizes in the dims' ranges and for every size far
 above them (sampled), which is what a specialisation is; a periodic condition such as
 `size % 8 == 0` is a constraint, not a pin, and so is a relation between dims (two inputs'
@@ -24,8 +25,10 @@ does not let be dynamic.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import sympy
@@ -46,6 +49,8 @@ class UnenforcedGuard:
 
 
 _SAMPLES = 64
+# Where torch records its layout decisions (torch/_prims_common/__init__.py).
+_LAYOUT_CHECKS = "_prims_common/"
 _STATIC = torch.export.Dim.STATIC
 
 
@@ -87,6 +92,11 @@ def pinning_guards(program: torch.export.ExportedProgram) -> list[UnenforcedGuar
         if bound.lower == bound.upper == sympy.true or not _pins(expr, env.var_to_range):
             continue
         sloc = str(getattr(guard, "sloc", "") or "").strip("()")
+        if _LAYOUT_CHECKS in sloc:
+            # torch's own stride and contiguity decisions (S3D's pooled map being 1x1 decides
+            # whether its output counts as contiguous): they choose strides, which an ONNX
+            # graph does not have, never values.
+            continue
         hint = env.var_to_val.get(next(iter(free)))
         if hint is not None and int(hint) in (0, 1):
             # The example's size is 0 or 1: a capture treating such sizes like any other
@@ -98,6 +108,37 @@ def pinning_guards(program: torch.export.ExportedProgram) -> list[UnenforcedGuar
         found.append(UnenforcedGuard(str(expr), sloc, frozenset(str(s) for s in free),
                                      (str(symbol), *span) if span else None))
     return found
+
+
+@contextlib.contextmanager
+def tolerant_constraint_solver() -> Iterator[None]:
+    """Within this context, a guard torch.export's constraint solver cannot reduce is left as
+    it is instead of aborting the capture.
+
+    After tracing, torch.export reduces the guards on each dynamic dim with sympy to word its
+    suggested fixes, and sympy gives up on some floor divisions of a dim with a
+    NotImplementedError (timm's CPU-bone records `Eq(-6*x + 192*((x/16)//2), 0)`, torchvision's
+    S3D `Eq((x/16)//2 - 7, 0)`), which ends the export whatever the guard says. The solver
+    pops a dim's guards before reducing them, so running it again goes on with the next dim.
+    The guard stays in the program's ShapeEnv, where `pinning_guards` judges it like any other.
+    """
+    from torch.fx.experimental.symbolic_shapes import DimConstraints as solver
+
+    original = solver.solve
+
+    def solve(self: Any) -> None:
+        for _ in range(len(getattr(self, "_symbols_with_equalities", ())) + 1):
+            try:
+                return original(self)
+            except NotImplementedError:
+                continue
+        return original(self)
+
+    solver.solve = solve
+    try:
+        yield
+    finally:
+        solver.solve = original
 
 
 _SPAN_STEPS = 1 << 14
