@@ -64,7 +64,7 @@ def main() -> None:
     if import_vision() is None:
         raise SystemExit("no torchvision release for this torch")
     import onnxport
-    from tests.vision.test_detection import detector, images, same_detections
+    from tests.vision.test_detection import detector, images, nms_threshold, same_detections
 
     for key in options.models:
         name, kwargs = MODELS[key]
@@ -85,9 +85,12 @@ def main() -> None:
                 with torch.no_grad():
                     eager = model(sized)[0]
                 got = program(sized)
-                verdict = same_detections(eager, got)
+                ties: list[str] = []
+                verdict = same_detections(eager, got, nms_iou=nms_threshold(model), ties=ties)
+                same = "same detections" + (f" ({len(ties)} NMS tie kept the other candidate: "
+                                            f"{'; '.join(ties)})" if ties else "")
                 print(f"{'':13s} {size[0]}x{size[1]}  {_compare(eager, got)}\n{'':13s} "
-                      f"{'same detections' if verdict is None else verdict}", flush=True)
+                      f"{same if verdict is None else verdict}", flush=True)
         except Exception as e:  # noqa: BLE001  (reported, the next model runs)
             print(f"{key:13s} dynamo=True   FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
         if not options.torchscript:
@@ -106,9 +109,11 @@ def main() -> None:
                     session = onnxruntime.InferenceSession(buffer.getvalue(),
                                                            providers=["CPUExecutionProvider"])
                     got = session.run(None, {"images": x.numpy()})
-                    verdict = same_detections(expected, got)
-                    result = (f"{_compare(expected, got)}; "
-                              f"{'same detections' if verdict is None else verdict}")
+                    ties = []
+                    verdict = same_detections(expected, got, nms_iou=nms_threshold(model),
+                                              ties=ties)
+                    same = "same detections" + (f" ({len(ties)} NMS tie)" if ties else "")
+                    result = f"{_compare(expected, got)}; {same if verdict is None else verdict}"
                 seconds = time.perf_counter() - start
                 print(f"{key:13s} dynamo=False {exporter:10s} {seconds:6.1f} s  {result}",
                       flush=True)

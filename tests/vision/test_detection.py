@@ -69,11 +69,32 @@ def images(height: int, width: int) -> torch.Tensor:
     return torch.rand(1, 3, height, width, generator=torch.Generator().manual_seed(height + width))
 
 
+def nms_threshold(model: torch.nn.Module) -> float:
+    """The IoU above which the detector's NMS suppresses the lower-scoring box."""
+    heads = getattr(model, "roi_heads", None)
+    return float(heads.nms_thresh if heads is not None else model.nms_thresh)
+
+
+def _iou(a: torch.Tensor, b: torch.Tensor) -> float:
+    low, high = torch.maximum(a[:2], b[:2]), torch.minimum(a[2:], b[2:])
+    inter = (high - low).clamp(min=0).prod()
+    union = (a[2:] - a[:2]).prod() + (b[2:] - b[:2]).prod() - inter
+    return float(inter / union) if union > 0 else 0.0
+
+
 def same_detections(expected: dict[str, torch.Tensor], got: Sequence[Any],
-                    rtol: float = 1e-4, atol: float = 1e-3) -> str | None:
+                    rtol: float = 1e-4, atol: float = 1e-3, nms_iou: float | None = None,
+                    ties: list[str] | None = None) -> str | None:
     """None if `got` (the program's outputs, in `expected`'s key order) holds eager's
     detections in decreasing score order, detections of equal score in any order (torch's
-    sort leaves the order of ties unspecified); else what differs."""
+    sort leaves the order of ties unspecified); else what differs.
+
+    With `nms_iou` (the detector's NMS threshold), a tie NMS breaks the other way is the same
+    detection: where eager kept box A and suppressed box B, the program may keep B when B has
+    A's label, A's score within the tolerance, and an IoU with A above the threshold (the two
+    suppress each other; scores 1-2 float32 ulps apart can come out of ONNX Runtime in the
+    other order). Every other field of B is then the program's own. `ties` receives a line
+    per such detection."""
     outputs = {key: torch.as_tensor(value) for key, value in zip(expected, got)}
     shapes = {key: (tuple(outputs[key].shape), tuple(value.shape))
               for key, value in expected.items()}
@@ -83,13 +104,24 @@ def same_detections(expected: dict[str, torch.Tensor], got: Sequence[Any],
         return "scores not in decreasing order"
     unmatched = set(range(expected["scores"].shape[0]))
 
-    def close(i: int, j: int) -> bool:
-        return all(torch.allclose(outputs[key][j].double(), value[i].double(), rtol=rtol,
-                                  atol=atol) for key, value in expected.items())
+    def close(i: int, j: int, keys: Sequence[str]) -> bool:
+        return all(torch.allclose(outputs[key][j].double(), expected[key][i].double(),
+                                  rtol=rtol, atol=atol) for key in keys)
+
+    def tied(i: int, j: int) -> bool:
+        return (nms_iou is not None and close(i, j, ("labels", "scores"))
+                and _iou(outputs["boxes"][j].double(), expected["boxes"][i].double()) > nms_iou)
 
     for i in range(expected["scores"].shape[0]):
-        match = i if i in unmatched and close(i, i) else next(
-            (j for j in sorted(unmatched) if close(i, j)), None)
+        match = i if i in unmatched and close(i, i, list(expected)) else next(
+            (j for j in sorted(unmatched) if close(i, j, list(expected))), None)
+        if match is None:
+            match = next((j for j in sorted(unmatched) if tied(i, j)), None)
+            if match is not None and ties is not None:
+                ties.append(f"eager's detection {i} (label {expected['labels'][i].item()}, "
+                            f"score {expected['scores'][i].item():.8g}) is the program's "
+                            f"{match} (score {outputs['scores'][match].item():.8g}, IoU "
+                            f"{_iou(outputs['boxes'][match].double(), expected['boxes'][i].double()):.3f})")
         if match is None:
             return (f"eager's detection {i} (label {expected['labels'][i].item()}, score "
                     f"{expected['scores'][i].item():.7g}) is not among the outputs")
@@ -216,6 +248,14 @@ def test_faster_rcnn_dynamic_image_size() -> None:
             expected = model(x)[0]
         assert expected["boxes"].shape[0] > 10
         assert same_detections(expected, program(x)) is None, (height, width)
+    # At the example's size two candidates of one class, 1-2 float32 ulps apart in score and
+    # ~1 px apart, come out of ONNX Runtime in the other order, and NMS keeps the other one.
+    x = images(160, 192)
+    with torch.no_grad():
+        expected = model(x)[0]
+    ties: list[str] = []
+    assert same_detections(expected, program(x), nms_iou=nms_threshold(model), ties=ties) is None
+    assert len(ties) <= 1, ties
 
 
 def test_outputs_named_by_their_keys() -> None:
