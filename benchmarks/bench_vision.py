@@ -7,8 +7,9 @@ onnxport and torch.onnx (dynamo=True), static and dynamic, each compared with ea
     python benchmarks/bench_vision.py --only video/mvit_v2_s flow/raft_small
     python benchmarks/bench_vision.py --merge a.jsonl b.jsonl --out FILE   # one report of shards
 
-Per case and exporter, in a worker process per exporter (killed and restarted when a case
-takes longer than `--timeout`):
+Per case and exporter, in a worker process per exporter (killed and restarted when a variant
+takes longer than `--timeout`; each variant is its own request, so a dynamic export that hangs
+keeps the static result):
 
 * static: export at batch 2 and the case's size, run in ONNX Runtime at the same inputs;
 * dynamic: export with `batch` dynamic, plus `height`/`width` (or the model's spatial dims)
@@ -129,8 +130,9 @@ def _variant(exporter: str, case: Any, model: Any, export_inputs: Any, run_input
                 "error": text[:1500]}
 
 
-def run_case(exporter: str, case: Any) -> dict[str, Any]:
-    """One case through one exporter: static and dynamic."""
+def run_case(exporter: str, case: Any, variants: tuple[str, ...] = ("static", "dynamic")
+             ) -> dict[str, Any]:
+    """One case through one exporter: the `variants` asked for (static, dynamic)."""
     import torch
 
     from onnxport.verify.compare import flatten_outputs
@@ -159,16 +161,19 @@ def run_case(exporter: str, case: Any) -> dict[str, Any]:
             with torch.no_grad():
                 expected2 = flatten_outputs(model(*inputs2[0], **inputs2[1]))
     except Exception as e:  # noqa: BLE001
-        record.update(static={"ok": False, "stage": "eager", "error": f"{type(e).__name__}: {e}"},
-                      dynamic={"ok": False, "stage": "eager", "error": "eager failed"},
-                      spatial=False, seconds=time.perf_counter() - start)
+        record.update({v: {"ok": False, "stage": "eager", "error": f"{type(e).__name__}: {e}"}
+                       for v in variants}, spatial=False, seconds=time.perf_counter() - start)
         return record
     record["spatial"] = spatial
     with torch.no_grad():
-        record["static"] = _variant(exporter, case, model, inputs, inputs, expected,
-                                    case.export_kwargs(*inputs, dynamic=False, spatial=False))
-        record["dynamic"] = _variant(exporter, case, model, inputs, inputs2, expected2,
-                                     case.export_kwargs(*inputs, dynamic=True, spatial=spatial))
+        if "static" in variants:
+            record["static"] = _variant(exporter, case, model, inputs, inputs, expected,
+                                        case.export_kwargs(*inputs, dynamic=False,
+                                                           spatial=False))
+        if "dynamic" in variants:
+            record["dynamic"] = _variant(exporter, case, model, inputs, inputs2, expected2,
+                                         case.export_kwargs(*inputs, dynamic=True,
+                                                            spatial=spatial))
     record["seconds"] = time.perf_counter() - start
     return record
 
@@ -184,10 +189,10 @@ def _worker_main(conn: Any) -> None:
     cases = by_name()
     while True:
         try:
-            exporter, name = conn.recv()
+            exporter, name, variant = conn.recv()
         except EOFError:
             return
-        conn.send(run_case(exporter, cases[name]))
+        conn.send(run_case(exporter, cases[name], (variant,)))
 
 
 class Worker:
@@ -199,16 +204,21 @@ class Worker:
         self._process = WorkerProcess(_worker_main, timeout, startup=600)
 
     def run(self, exporter: str, case: Any) -> dict[str, Any]:
+        """The static and the dynamic variant, each its own request: a variant that hangs
+        (and the worker restarted) does not take the other's result with it."""
         start = time.perf_counter()
-        status, result = self._process.request((exporter, case.name))
-        if status == "ok":
-            return result
-        why = ("the worker process died" if status == "died"
-               else f"no result within {self.timeout:.0f}s")
-        failed = {"ok": False, "stage": "hang", "error": why}
-        return {"case": case.name, "source": case.source, "exporter": exporter,
-                "static": failed, "dynamic": failed, "spatial": case.size2 is not None,
-                "seconds": time.perf_counter() - start}
+        record: dict[str, Any] = {"case": case.name, "source": case.source,
+                                  "exporter": exporter, "spatial": case.size2 is not None}
+        for variant in ("static", "dynamic"):
+            status, result = self._process.request((exporter, case.name, variant))
+            if status == "ok":
+                record.update({k: v for k, v in result.items() if k != "seconds"})
+                continue
+            why = ("the worker process died" if status == "died"
+                   else f"no result within {self.timeout:.0f}s")
+            record[variant] = {"ok": False, "stage": "hang", "error": why}
+        record["seconds"] = time.perf_counter() - start
+        return record
 
     def close(self) -> None:
         self._process.close()
@@ -292,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", default=None, help="these cases (names or prefixes)")
     parser.add_argument("--source", nargs="+", default=None, choices=SOURCES)
     parser.add_argument("--exporters", default=",".join(EXPORTERS))
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per case")
+    parser.add_argument("--timeout", type=float, default=900.0,
+                        help="seconds per case and variant (static, dynamic)")
     parser.add_argument("--jsonl", default=None, help="append every record to this file")
     parser.add_argument("--merge", nargs="+", default=None, metavar="JSONL",
                         help="report these files instead of running")
