@@ -7,8 +7,9 @@ from its constructor or a small config, `pretrained=False` / `weights=None`.
 Sources:
 
 * `timm`: one model per `timm.list_modules()` family, the one with the fewest parameters
-  (`TIMM`, measured on the meta device), at its `pretrained_cfg` input size, scaled down to
-  `TIMM_MAX_SIZE` where the model is not fixed-size (sam2's 896 and others);
+  (`TIMM`, measured on the meta device), at its `pretrained_cfg` input size, scaled down by the least whole
+  factor to `TIMM_MAX_SIZE` or below where the model is not fixed-size (sam2's 896 -> 224,
+  DeepSeek's 546 -> 182, a multiple of its patch size 14);
 * `torchvision`: classification, one model per family (the smallest), and segmentation;
 * `video`: torchvision's video classifiers; `flow`: RAFT (raft_small);
 * `diffusers`: UNet2DConditionModel, UNet2DModel, AutoencoderKL encode and decode, and the
@@ -246,9 +247,22 @@ TIMM: dict[str, tuple[str, tuple[int, int], bool]] = {
 TIMM_MAX_SIZE = 256
 
 
+def _scaled_down(size: tuple[int, int]) -> tuple[int, int]:
+    """`size` divided by the least whole factor that brings it to TIMM_MAX_SIZE or below and
+    divides both sides, so that a side that is a multiple of the patch size stays one where
+    the factor divides the patch count (DeepSeek's 546 = 39 x 14 becomes 182 = 13 x 14; 256
+    is no multiple of 14); TIMM_MAX_SIZE when no factor divides both into half of it or more
+    (Inception's 299 = 13 x 23)."""
+    for factor in range(2, max(size) + 1):
+        if TIMM_MAX_SIZE // 2 <= max(size) // factor <= TIMM_MAX_SIZE and all(
+                side % factor == 0 for side in size):
+            return (size[0] // factor, size[1] // factor)
+    return (TIMM_MAX_SIZE, TIMM_MAX_SIZE)
+
+
 def _timm_case(family: str, model_name: str, size: tuple[int, int], fixed: bool) -> Case:
     if not fixed and max(size) > TIMM_MAX_SIZE:
-        size = (TIMM_MAX_SIZE, TIMM_MAX_SIZE)
+        size = _scaled_down(size)
 
     def build() -> torch.nn.Module:
         import timm
