@@ -97,7 +97,9 @@ def pinning_guards(program: torch.export.ExportedProgram) -> list[UnenforcedGuar
             # whether its output counts as contiguous): they choose strides, which an ONNX
             # graph does not have, never values.
             continue
-        hint = env.var_to_val.get(next(iter(free)))
+        # (torch 2.13 renamed var_to_val, which warns on every read)
+        examples = getattr(env, "backed_var_to_val", None)
+        hint = (examples if examples is not None else env.var_to_val).get(next(iter(free)))
         if hint is not None and int(hint) in (0, 1):
             # The example's size is 0 or 1: a capture treating such sizes like any other
             # (size-oblivious, as torch.onnx captures) leaves their guards unenforced by
@@ -149,7 +151,12 @@ def _holding_span(expr: sympy.Basic, symbol: sympy.Symbol, hint: int) -> tuple[i
     """(low, high): the sizes from 2 that hold `expr` around `hint`, scanned one by one (at
     most 2**14 above it), or None when fewer than 16 do (a pin)."""
     def holds(value: int) -> bool:
-        return bool(expr.xreplace({symbol: sympy.Integer(value)}) is sympy.true)
+        try:
+            return bool(expr.xreplace({symbol: sympy.Integer(value)}) is sympy.true)
+        except ArithmeticError:
+            # A size where the guard's own arithmetic fails (Swin's window, a floor division
+            # of the size, is 0 below 32 pixels, and a remainder by it divides by zero).
+            return False
 
     if not holds(hint):
         return None
