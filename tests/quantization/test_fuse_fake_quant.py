@@ -285,13 +285,16 @@ def test_symmetric_without_zero_point_narrow_range() -> None:
                              {"x": (RNG.standard_normal((4, 8)) * 4).astype(np.float32)})
 
 
-@pytest.mark.parametrize("case", ["zero-point-unbounded", "other-scale", "float-bounds"])
+@pytest.mark.parametrize("case", ["zero-point-unbounded", "other-scale", "float-bounds",
+                                  "infinite-bound"])
 def test_not_fused(case) -> None:
     """Left alone: a zero point that is not provably an integer in the type's range (a graph
-    input), a dequantize by another scale than the quantize's, non-integer clamp bounds."""
+    input), a dequantize by another scale than the quantize's, non-integer clamp bounds, an
+    infinite bound (timm's Gemma 4 ViT clamps with max=inf; the pass crashed converting it)."""
     t = {"zero-point-unbounded": ("z", "s", "-128", "127"),
          "other-scale": ("zc", "s2", "-128", "127"),
-         "float-bounds": ("zc", "s", "-128.5", "127")}[case]
+         "float-bounds": ("zc", "s", "-128.5", "127"),
+         "infinite-bound": ("zc", "s", "-128", "inf")}[case]
     proto = _model(f"""
     s = Constant<value = float {{0.05}}>()
     s2 = Constant<value = float {{0.1}}>()

@@ -35,6 +35,8 @@ type's range (a constant, or a value clamped/cast to integers: torchao's choose_
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx_ir as ir
 
@@ -325,7 +327,9 @@ def _match(mul: ir.Node, exact: bool) -> _Match | None:
             continue
         a, lo, hi, clamp_nodes = clamp
         nodes += clamp_nodes
-        if lo != int(lo) or hi != int(hi) or lo >= hi:
+        if not (math.isfinite(lo) and math.isfinite(hi)) or lo != int(lo) or hi != int(hi) \
+                or lo >= hi:
+            # (an unbounded clamp, such as Gemma 4's `clamp(max=inf)`, quantizes nothing)
             continue
         if zero is not None:
             add = f.producer(a, "Add")
