@@ -188,7 +188,9 @@ def _example_value(size: Any) -> int:
     if not isinstance(size, torch.SymInt):
         return int(size)
     shape_env = size.node.shape_env
-    values = {symbol: _EXAMPLE_SIZES.get(symbol) or shape_env.size_hint(symbol)
+    # (torch 2.13 deprecates size_hint, with a FutureWarning on every call)
+    hint = getattr(shape_env, "guarding_hint_or_throw", None) or shape_env.size_hint
+    values = {symbol: _EXAMPLE_SIZES.get(symbol) or hint(symbol)
               for symbol in size.node.expr.free_symbols}
     return int(size.node.expr.xreplace(values))
 
