@@ -77,3 +77,16 @@ def test_guards_that_hold_for_most_sizes_keep_the_dim_dynamic() -> None:
     for shape in ((3, 4), (2, 7)):
         x = torch.randn(*shape)
         torch.testing.assert_close(torch.as_tensor(np.asarray(program(x)[0])), _Benign()(x))
+
+
+def test_a_size_where_the_guard_cannot_be_computed_does_not_hold() -> None:
+    # Swin's guards take a remainder by a window that is 0 below 32 pixels: those sizes are
+    # outside the guard's span, not a ZeroDivisionError that ends the export.
+    import sympy
+    from torch.utils._sympy.functions import FloorDiv, Mod
+
+    from onnxport.capture.guards import _holding_span
+
+    x = sympy.Symbol("x", integer=True, positive=True)
+    window = FloorDiv(x, 32)
+    assert _holding_span(sympy.Ne(Mod(x, window), x + 1), x, 100)[0] == 32

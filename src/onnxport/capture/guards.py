@@ -122,7 +122,9 @@ def tolerant_constraint_solver() -> Iterator[None]:
     NotImplementedError (timm's CPU-bone records `Eq(-6*x + 192*((x/16)//2), 0)`, torchvision's
     S3D `Eq((x/16)//2 - 7, 0)`), which ends the export whatever the guard says. The solver
     pops a dim's guards before reducing them, so running it again goes on with the next dim.
-    The guard stays in the program's ShapeEnv, where `pinning_guards` judges it like any other.
+    The guard stays in the program's ShapeEnv, where `pinning_guards` judges it like any other,
+    and a UserWarning names the dim and the guards (a periodic one, such as CPU-bone's width
+    being a multiple of 32, keeps the dim dynamic: the graph holds at those sizes only).
     """
     from torch.fx.experimental.symbolic_shapes import DimConstraints as solver
 
@@ -130,10 +132,13 @@ def tolerant_constraint_solver() -> Iterator[None]:
 
     def solve(self: Any) -> None:
         for _ in range(len(getattr(self, "_symbols_with_equalities", ())) + 1):
+            pending = dict(getattr(self, "_univariate_inequalities", {}))
             try:
                 return original(self)
             except NotImplementedError:
-                continue
+                left = getattr(self, "_univariate_inequalities", {})
+                for symbol in [s for s in pending if s not in left]:
+                    _warn_unreduced(self, symbol, pending[symbol])
         return original(self)
 
     solver.solve = solve
@@ -141,6 +146,27 @@ def tolerant_constraint_solver() -> Iterator[None]:
         yield
     finally:
         solver.solve = original
+
+
+def _warn_unreduced(constraints: Any, symbol: Any, guards: Any) -> None:
+    """Say which input dim's guards torch could not reduce: the graph keeps the dim dynamic
+    and holds where they hold, which may be fewer sizes than the dim allows."""
+    import warnings
+
+    printer = getattr(constraints, "_dcp", None)
+
+    def text(expr: Any) -> str:
+        try:
+            return printer.doprint(expr) if printer is not None else str(expr)
+        except Exception:  # noqa: BLE001 - a guard the printer cannot word: sympy's own form
+            return str(expr)
+
+    dim = text(symbol)
+    warnings.warn(
+        f"torch.export recorded guards on the dynamic input dim {dim} that its constraint "
+        f"solver cannot reduce ({'; '.join(sorted(text(g) for g in guards))}); the dim stays "
+        f"dynamic, and the graph holds for the sizes where these guards hold (check the "
+        f"sizes you will run with, or export at one of them)", UserWarning, stacklevel=2)
 
 
 _SPAN_STEPS = 1 << 14
