@@ -385,7 +385,7 @@ def test_speech_feature_extraction_of_any_length(name: str, main: str, size: lis
     """The single-file feature-extraction of speech encoder-decoders whose audio has any
     length, with a mask (Whisper's is a fixed number of mel frames): Speech2Text's filter
     banks and Moonshine's raw samples (its encoder's length computed in integers during
-    capture, capture/library_patches.py), then decoder_input_ids."""
+    capture, capture/library_patches/), then decoder_input_ids."""
     result, graph = _exported(checkpoints(name), tmp_path / "out", "feature-extraction")
     frames = ["batch_size", "encoder_sequence_length"]
     assert _dims(graph.input) == {

@@ -1,6 +1,6 @@
 """torchvision's detectors exported with the dynamo flavour, checked in ONNX Runtime.
 
-The patches of torchvision's data-dependent code (onnxport/capture/library_patches.py) are
+The patches of torchvision's data-dependent code (onnxport/capture/library_patches/torchvision_detection.py) are
 checked against torchvision's own functions in eager mode, `onnxport::batched_nms` in ONNX
 Runtime, and one detector end to end (Faster R-CNN with a MobileNetV3 backbone, the fastest) at
 a fixed size and with a dynamic image size; the TorchScript forms torchvision's scripted

@@ -1,12 +1,4 @@
-"""Patches of other libraries' code that torch.export cannot trace, active only during capture.
-
-Each patch replaces one function of a library the model's code calls with one that computes
-the same values without branching on data (a guard torch.export cannot decide: the number of
-boxes left after score filtering or NMS is an unbacked size). A patch applies only if its
-library is already imported (this module never imports one), only inside `library_patches()`,
-and the original is restored on exit. docs/models.md lists them.
-
-torchvision (detection models):
+"""Capture-only patches of torchvision's detection models (data-dependent box counts).
 
 * `ops.boxes.batched_nms`: one operator, `onnxport::batched_nms` (defined here on first use,
   translated in ops/torchvision.py), that chooses as torchvision does by the number of boxes,
@@ -47,35 +39,17 @@ torchvision (detection models):
   torchvision filters and takes the top k class by class: the same boxes in the same order
   (the top k of the boxes above the threshold are the top k boxes that are above it), with
   one data-dependent size instead of one per class (SSD's 90 classes made capture slow).
-
-transformers:
-
-* `models.moonshine.modeling_moonshine.MoonshinePreTrainedModel._get_feat_extract_output_lengths`:
-  the encoder's length from the audio's in integer arithmetic, `(n - 127) // 64 + 1` and so on,
-  where Moonshine's `int((n - 127) / 64 + 1)` of a symbolic size gives a constant: the encoder's
-  mask was cut to the example's length, and ONNX Runtime failed at any other (the same values
-  for audio of 127 samples or more).
-
-diffusers:
-
-* `models.transformers.transformer_lumina2.Lumina2Transformer2DModel.forward`: each sample's
-  caption length read as a tensor, where diffusers reads the lengths into a Python list
-  (`.tolist()`) and loops over the batch to place captions and image tokens, rotary positions
-  and the output (a data-dependent loop a dynamic batch cannot unroll, and `set()` of the
-  lengths, which symbolic sizes cannot hash). The joint sequence is padded to the caption's
-  slots plus the image tokens, where diffusers pads it to the longest caption, and always
-  masked: the tokens past each caption attend to and are attended by nothing, so every
-  output is diffusers' (equal in eager mode, bit for bit, for captions of any lengths).
 """
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from onnxport.capture.library_patches import state
 
 
 def _batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor,
@@ -163,8 +137,8 @@ def _resize_image_and_masks(image: torch.Tensor, self_min_size: int, self_max_si
     height, width = image.shape[-2:]
     if (fixed_size is not None or target is not None
             or not any(isinstance(d, torch.SymInt) for d in (height, width))):
-        original = _ORIGINALS[("torchvision.models.detection.transform",
-                               "_resize_image_and_masks")]
+        original = state.ORIGINALS[("torchvision.models.detection.transform",
+                                    "_resize_image_and_masks")]
         return original(image, self_min_size, self_max_size, target, fixed_size)
     # torchvision's size, floor(side * min(min_size / shorter, max_size / longer)) in double,
     # computed as a tensor: one unbacked size per side instead of a float expression of H, W.
@@ -176,7 +150,7 @@ def _resize_image_and_masks(image: torch.Tensor, self_min_size: int, self_max_si
     for side, hint in zip((new_height, new_width), hints):
         torch._check(side >= 1)
         torch._check(side <= self_max_size)
-        _EXAMPLE_SIZES[side.node.expr] = int(hint * example)
+        state.EXAMPLE_SIZES[side.node.expr] = int(hint * example)
     resized = torch.nn.functional.interpolate(image[None], size=[new_height, new_width],
                                               mode="bilinear", align_corners=False)[0]
     return resized, target
@@ -190,7 +164,7 @@ def _example_value(size: Any) -> int:
     shape_env = size.node.shape_env
     # (torch 2.13 deprecates size_hint, with a FutureWarning on every call)
     hint = getattr(shape_env, "guarding_hint_or_throw", None) or shape_env.size_hint
-    values = {symbol: _EXAMPLE_SIZES.get(symbol) or hint(symbol)
+    values = {symbol: state.EXAMPLE_SIZES.get(symbol) or hint(symbol)
               for symbol in size.node.expr.free_symbols}
     return int(size.node.expr.xreplace(values))
 
@@ -204,13 +178,13 @@ def _infer_scale(feature: torch.Tensor, original_size: list[int]) -> float:
 def _postprocess(self: Any, result: list[dict[str, torch.Tensor]],
                  image_shapes: list[tuple[int, int]],
                  original_image_sizes: list[tuple[int, int]]) -> list[dict[str, torch.Tensor]]:
-    original = _ORIGINALS[("torchvision.models.detection.transform.GeneralizedRCNNTransform",
-                           "postprocess")]
+    original = state.ORIGINALS[
+        ("torchvision.models.detection.transform.GeneralizedRCNNTransform", "postprocess")]
     result = original(self, result, image_shapes, original_image_sizes)
     for index, detections in enumerate(result):
         count = detections["boxes"].shape[0] if "boxes" in detections else None
         if isinstance(count, torch.SymInt) and not count.node.expr.is_number:
-            _SIZE_NAMES.setdefault(str(count.node.expr),
+            state.size_names.setdefault(str(count.node.expr),
                                    "num_detections" + (f"_{index}" if index else ""))
     return result
 
@@ -338,7 +312,7 @@ def _resize_keypoints(keypoints: torch.Tensor, original_size: list[int], new_siz
 
 
 # (module, attribute) -> replacement; a module not yet imported is left alone.
-_TORCHVISION: dict[tuple[str, str], Callable[..., Any]] = {
+PATCHES: dict[tuple[str, str], Callable[..., Any]] = {
     ("torchvision.ops.boxes", "batched_nms"): _batched_nms,
     ("torchvision.ops", "batched_nms"): _batched_nms,
     ("torchvision.ops.poolers", "_multiscale_roi_align"): _multiscale_roi_align,
@@ -356,148 +330,3 @@ _TORCHVISION: dict[tuple[str, str], Callable[..., Any]] = {
     ("torchvision.models.detection.transform.GeneralizedRCNNTransform", "postprocess"):
         _postprocess,
 }
-
-
-def _moonshine_feature_lengths(self: Any, input_lengths: Any) -> Any:
-    conv1 = (input_lengths - 127) // 64 + 1
-    conv2 = (conv1 - 7) // 3 + 1
-    return (conv2 - 3) // 2 + 1
-
-
-_TRANSFORMERS: dict[tuple[str, str], Callable[..., Any]] = {
-    ("transformers.models.moonshine.modeling_moonshine.MoonshinePreTrainedModel",
-     "_get_feat_extract_output_lengths"): _moonshine_feature_lengths,
-}
-
-
-def _lumina2_positions(rope: Any, hidden_states: torch.Tensor, caption: torch.Tensor,
-                       caption_slots: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Lumina2's (caption, image, joint) rotary embeddings for captions of `caption` tokens
-    ([batch]) in `caption_slots` slots: caption token j at (j, 0, 0), image token k after the
-    caption at (caption, row, column), zero positions after the image (the joint sequence is
-    padded to `caption_slots` + image tokens)."""
-    batch, _, height, width = hidden_states.shape
-    columns = width // rope.patch_size
-    image = (height // rope.patch_size) * columns
-    device = hidden_states.device
-    cap = caption[:, None]
-    slot = torch.arange(caption_slots + image, device=device)[None].expand(batch, -1)
-    in_caption = slot < cap
-    k = slot - cap
-    in_image = (k >= 0) & (k < image)
-    k = k.clamp(0, image - 1)
-    zero = torch.zeros_like(slot)
-    positions = torch.stack([torch.where(in_caption, slot, torch.where(in_image, cap.expand_as(slot), zero)),
-                             torch.where(in_image, k // columns, zero),
-                             torch.where(in_image, k % columns, zero)], dim=-1)
-    joint = rope._get_freqs_cis(positions.to(torch.int32))
-    caption_freqs = joint[:, :caption_slots]
-    caption_freqs = torch.where(in_caption[:, :caption_slots, None], caption_freqs,
-                                torch.zeros_like(caption_freqs))
-    k = torch.arange(image, device=device)[None].expand(batch, -1)
-    image_positions = torch.stack([cap.expand_as(k), k // columns, k % columns], dim=-1)
-    return caption_freqs, rope._get_freqs_cis(image_positions.to(torch.int32)), joint
-
-
-def _lumina2_forward(self: Any, hidden_states: torch.Tensor, timestep: torch.Tensor,
-                     encoder_hidden_states: torch.Tensor, encoder_attention_mask: torch.Tensor,
-                     attention_kwargs: dict[str, Any] | None = None,
-                     return_dict: bool = True) -> Any:
-    """Lumina2's forward with every sample's caption length a tensor: the joint sequence is
-    padded to the caption slots + image tokens (diffusers pads it to the longest caption),
-    with the mask always applied (diffusers drops it when every caption has the same length,
-    where it is all true), gathered instead of copied sample by sample."""
-    batch, _, height, width = hidden_states.shape
-    p = self.config.patch_size
-    temb, encoder_hidden_states = self.time_caption_embed(hidden_states, timestep,
-                                                          encoder_hidden_states)
-    caption = encoder_attention_mask.sum(dim=1)
-    slots = encoder_attention_mask.shape[1]
-    caption_rope, image_rope, joint_rope = _lumina2_positions(self.rope_embedder, hidden_states,
-                                                              caption, slots)
-    patches = (hidden_states.view(batch, hidden_states.shape[1], height // p, p, width // p, p)
-               .permute(0, 2, 4, 3, 5, 1).flatten(3).flatten(1, 2))
-    image_tokens = self.x_embedder(patches)
-    for layer in self.context_refiner:
-        encoder_hidden_states = layer(encoder_hidden_states, encoder_attention_mask, caption_rope)
-    for layer in self.noise_refiner:
-        image_tokens = layer(image_tokens, None, image_rope, temb)
-    image = image_tokens.shape[1]
-    cap = caption[:, None]
-    slot = torch.arange(slots + image, device=hidden_states.device)[None].expand(batch, -1)
-    source = torch.where(slot < cap, slot, slots + (slot - cap).clamp(0, image - 1))
-    joint = torch.cat([encoder_hidden_states, image_tokens], dim=1)
-    joint = joint.gather(1, source[..., None].expand(-1, -1, joint.shape[-1]))
-    valid = slot < cap + image
-    joint = torch.where(valid[..., None], joint, torch.zeros_like(joint))
-    for layer in self.layers:
-        joint = layer(joint, valid, joint_rope, temb)
-    joint = self.norm_out(joint, temb)
-    picked = (cap + torch.arange(image, device=joint.device)[None])[..., None]
-    out = joint.gather(1, picked.expand(-1, -1, joint.shape[-1]))
-    out = (out.view(batch, height // p, width // p, p, p, self.out_channels)
-           .permute(0, 5, 1, 3, 2, 4).flatten(4, 5).flatten(2, 3))
-    if not return_dict:
-        return (out,)
-    module = sys.modules[type(self).__module__]
-    return module.Transformer2DModelOutput(sample=out)
-
-
-_DIFFUSERS: dict[tuple[str, str], Callable[..., Any]] = {
-    ("diffusers.models.transformers.transformer_lumina2.Lumina2Transformer2DModel", "forward"):
-        _lumina2_forward,
-}
-# library -> its patches, applied when the library is imported
-_PATCHES = {"torchvision": _TORCHVISION, "transformers": _TRANSFORMERS, "diffusers": _DIFFUSERS}
-# The functions patched, while patched (a patch may fall back to the original).
-_ORIGINALS: dict[tuple[str, str], Callable[..., Any]] = {}
-# The example's value of each unbacked size the resize patch made (sympy symbol -> int).
-_EXAMPLE_SIZES: dict[Any, int] = {}
-# The names patches give data-dependent sizes (str(expression) -> name), for the graph's dims.
-_SIZE_NAMES: dict[str, str] = {}
-
-
-def _resolve(path: str) -> Any:
-    """The imported module (or a class in it) at a dotted path, or None."""
-    module_name, owner = path, []
-    while module_name not in sys.modules:
-        module_name, _, name = module_name.rpartition(".")
-        if not module_name:
-            return None
-        owner.insert(0, name)
-    found: Any = sys.modules[module_name]
-    for name in owner:
-        # A module's own namespace only: getattr on a lazy module (transformers.models)
-        # would import the submodule, a patch's library the model never imported.
-        found = vars(found).get(name) if isinstance(found, type(sys)) else getattr(found, name,
-                                                                                   None)
-    return found
-
-
-@contextlib.contextmanager
-def library_patches(size_names: dict[str, str] | None = None) -> Iterator[None]:
-    """Within this context, the patches of the libraries the process has imported apply;
-    `size_names` receives the names they give data-dependent sizes (expression -> name)."""
-    global _SIZE_NAMES
-    saved: list[tuple[Any, str, Any]] = []
-    outer_names, _SIZE_NAMES = _SIZE_NAMES, size_names if size_names is not None else {}
-    outermost = not _ORIGINALS
-    try:
-        for library, patches in _PATCHES.items():
-            if library not in sys.modules:
-                continue
-            for (module_name, attribute), replacement in patches.items():
-                module = _resolve(module_name)
-                if module is not None and hasattr(module, attribute):
-                    saved.append((module, attribute, getattr(module, attribute)))
-                    # (nested: the outer context's original, not its replacement)
-                    _ORIGINALS.setdefault((module_name, attribute), getattr(module, attribute))
-                    setattr(module, attribute, replacement)
-        yield
-    finally:
-        for module, attribute, original in reversed(saved):
-            setattr(module, attribute, original)
-        if outermost:
-            _ORIGINALS.clear()
-            _EXAMPLE_SIZES.clear()
-        _SIZE_NAMES = outer_names
