@@ -13,7 +13,7 @@ Semantics checked against torchvision (tests/vision):
   1; a negative one (torchvision then suppresses even disjoint boxes) is refused. ONNX's
   boxes are float32 only; ONNX orders each box's corners (min/max), torchvision takes
   x1 <= x2, y1 <= y2 as given, so only malformed (flipped) boxes may differ.
-* onnxport::batched_nms (torchvision's batched_nms as one operator, capture/library_patches.py)
+* onnxport::batched_nms (torchvision's batched_nms as one operator, capture/library_patches/torchvision_detection.py)
   -> both of torchvision's forms, the one it takes chosen by the number of boxes: above
   `vanilla_above` elements, NonMaxSuppression with one class per index (a row of scores, -inf
   off the class), the kept boxes sorted by decreasing score (ties in index order, where
@@ -53,7 +53,7 @@ NMS = "torchvision::nms.default"
 ROI_ALIGN = "torchvision::roi_align.default"
 ROI_POOL = "torchvision::roi_pool.default"
 DEFORM_CONV2D = "torchvision::deform_conv2d.default"
-# torchvision's batched_nms as one operator (onnxport/capture/library_patches.py defines it).
+# torchvision's batched_nms as one operator (onnxport/capture/library_patches/torchvision_detection.py defines it).
 BATCHED_NMS = "onnxport::batched_nms.default"
 
 # The float types ONNX Runtime's CPU kernels take, per operator.

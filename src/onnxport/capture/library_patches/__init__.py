@@ -9,6 +9,8 @@ and the original is restored on exit. docs/models.md lists them.
 The patches, a module per library (each module's docstring says what its patches compute):
 
 * `torchvision_detection`: torchvision's detection models;
+* `torchvision_models`: torchvision's classification and video models;
+* `timm`: timm's models;
 * `transformers`: transformers' models;
 * `diffusers`: diffusers' models.
 """
@@ -22,7 +24,9 @@ from typing import Any
 
 from onnxport.capture.library_patches import diffusers as _diffusers
 from onnxport.capture.library_patches import state
+from onnxport.capture.library_patches import timm as _timm
 from onnxport.capture.library_patches import torchvision_detection as _torchvision_detection
+from onnxport.capture.library_patches import torchvision_models as _torchvision_models
 from onnxport.capture.library_patches import transformers as _transformers
 # (tests reach these through the package)
 from onnxport.capture.library_patches.torchvision_detection import (  # noqa: F401
@@ -30,7 +34,8 @@ from onnxport.capture.library_patches.torchvision_detection import (  # noqa: F4
 
 # library -> its patches ((module, attribute) -> replacement), applied when it is imported
 _PATCHES: dict[str, dict[tuple[str, str], Callable[..., Any]]] = {
-    "torchvision": {**_torchvision_detection.PATCHES},
+    "torchvision": {**_torchvision_detection.PATCHES, **_torchvision_models.PATCHES},
+    "timm": {**_timm.PATCHES},
     "transformers": {**_transformers.PATCHES},
     "diffusers": {**_diffusers.PATCHES},
 }
