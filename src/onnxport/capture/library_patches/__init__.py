@@ -1,9 +1,11 @@
 """Patches of other libraries' code that torch.export cannot trace, active only during capture.
 
 Each patch replaces one function of a library the model's code calls with one that computes
-the same values without branching on data (a guard torch.export cannot decide: the number of
-boxes left after score filtering or NMS is an unbacked size). A patch applies only if its
-library is already imported (this module never imports one), only inside `library_patches()`,
+the same values without a Python branch torch.export cannot capture for every input: on data
+(the number of boxes left after score filtering or NMS is an unbacked size) or on a size asked
+to be dynamic (a window-attention model's `if pad > 0:` captures one branch, and the graph
+holds only at sizes where the branch goes the same way). A patch applies only if its library
+is already imported (this module never imports one), only inside `library_patches()`,
 and the original is restored on exit. docs/models.md lists them.
 
 The patches, a module per library (each module's docstring says what its patches compute):
