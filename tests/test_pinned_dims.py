@@ -90,3 +90,38 @@ def test_a_size_where_the_guard_cannot_be_computed_does_not_hold() -> None:
     x = sympy.Symbol("x", integer=True, positive=True)
     window = FloorDiv(x, 32)
     assert _holding_span(sympy.Ne(Mod(x, window), x + 1), x, 100)[0] == 32
+
+
+class _OneWindow(torch.nn.Module):
+    """Pads the length to whole windows of 7; at the example's 7, one window."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        windows = (x.shape[2] + 6) // 7
+        y = torch.nn.functional.pad(x, (0, windows * 7 - x.shape[2]))
+        y = y.view(x.shape[0], x.shape[1], windows, 7).sum(-1)
+        return y if windows == 1 else y * 2
+
+
+def test_a_range_torch_export_narrows_is_named_in_a_warning() -> None:
+    # torch.export specialises the window count to 1, so it caps the length at 7 in the
+    # program's range constraints and keeps the dim symbolic: the graph computes the one-window
+    # branch at every length. The warning names the dim and the range it holds in.
+    import onnxruntime as ort
+
+    model, x = _OneWindow(), torch.randn(2, 3, 7)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = onnxport.export(model, (x,), dynamic_shapes={"x": {0: "batch", 2: "length"}},
+                                  dynamo=True)
+    narrowed = [str(w.message) for w in caught if "capped the size" in str(w.message)]
+    assert len(narrowed) == 1 and "input 'x' axis 2: 2..7" in narrowed[0], narrowed
+    assert "axis 0" not in narrowed[0]  # the batch keeps its whole range
+    session = ort.InferenceSession(program.model_proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    inside = torch.randn(3, 3, 5)
+    np.testing.assert_allclose(session.run(None, {"x": inside.numpy()})[0],
+                               model(inside).numpy(), rtol=1e-6)
+    outside = torch.randn(2, 3, 14)
+    with pytest.raises(Exception):  # noqa: B017 - any ORT failure: the graph's view cannot hold
+        got = session.run(None, {"x": outside.numpy()})[0]
+        np.testing.assert_allclose(got, model(outside).numpy(), rtol=1e-6)

@@ -106,6 +106,17 @@ class ExportRun:
                        f"(was {spec_source(dynamic_shapes)})")
             self.diagnostics.log("OPX010", logging.WARNING, message)
             warnings.warn(message, UserWarning, stacklevel=5)
+        if captured.narrowed:
+            message = (
+                "torch.export capped the size of dims dynamic_shapes asks to be dynamic while "
+                "capturing, because the model's code assumes it (a position table of that many "
+                "rows; a size the code divides into one window, which torch specialises to 1): "
+                + "; ".join(captured.narrowed)
+                + ". The graph keeps the dims symbolic and holds only within these sizes: above "
+                "them it fails in the runtime or computes what the model does not (export at "
+                "another size, or make the code's branch size-independent)")
+            self.diagnostics.log("OPX011", logging.WARNING, message)
+            warnings.warn(message, UserWarning, stacklevel=5)
         if self.report is not None:
             self.report.attempts = captured.attempts
             self.report.decomposed = captured.decomposed

@@ -45,6 +45,9 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("OPX009", "export-failed", "The export failed for another reason."),
     Rule("OPX010", "dynamic-shapes-refined",
          "torch.export rejected dynamic_shapes; its suggested fixes were applied and it retried."),
+    Rule("OPX011", "dynamic-size-capped",
+         "torch.export capped the size of a dim dynamic_shapes asks to be dynamic while "
+         "capturing; the graph holds only up to it."),
 )}
 
 _SARIF_LEVEL = {logging.ERROR: "error", logging.WARNING: "warning", logging.INFO: "note",

@@ -20,7 +20,8 @@ class Captured:
     whether the whole program had to go through `run_decompositions`;
     `refined_dynamic_shapes` is the spec torch.export's suggested fixes gave, when the user's
     was rejected and the fixed one worked; `size_names` names data-dependent sizes (their
-    expression, as in a FakeTensor's shape) that library patches know the meaning of.
+    expression, as in a FakeTensor's shape) that library patches know the meaning of;
+    `narrowed` the dynamic input dims whose range torch.export narrowed while capturing.
     """
 
     exported_program: torch.export.ExportedProgram
@@ -33,6 +34,9 @@ class Captured:
     refined_dynamic_shapes: Any = None
     refined_because: str = ""
     size_names: dict[str, str] = dataclasses.field(default_factory=dict)
+    # The input dims asked to be dynamic whose range torch.export narrowed ("input 'x' axis
+    # 2: 2..224"), beyond the spec's bounds.
+    narrowed: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def graph(self) -> torch.fx.Graph:

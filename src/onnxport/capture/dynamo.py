@@ -30,6 +30,7 @@ from onnxport.capture.decompose import (
 from onnxport.capture.guards import (
     UnenforcedGuard,
     pinned_axes,
+    narrowed_axes,
     pinning_guards,
     tolerant_constraint_solver,
     user_input_values,
@@ -221,6 +222,13 @@ def capture(
     captured.refined_dynamic_shapes = refined
     captured.refined_because = why if refined is not None else ""
     captured.size_names = size_names.get(id(program), {})
+    if dynamic_shapes is not None and not isinstance(model, torch.export.ExportedProgram):
+        names = [name for name, _ in user_input_values(program)]
+        captured.narrowed = [
+            f"input {names[index]!r} axis {axis}: {low}..{high}"
+            for index, axis, low, high in narrowed_axes(
+                program, module, tuple(args), kwargs,
+                refined if refined is not None else dynamic_shapes)]
     if has_translation is not None:
         # Never edit a program the caller handed us; run_decompositions returns a new one.
         _decompose_untranslated(captured, has_translation,

@@ -318,3 +318,55 @@ def with_static_axes(module: torch.nn.Module, args: tuple[Any, ...],
         return axes
 
     return _tree_map_with_path(fix, combined, spec)
+
+
+def narrowed_axes(program: torch.export.ExportedProgram, module: torch.nn.Module,
+                  args: tuple[Any, ...], kwargs: dict[str, Any] | None, spec: Any
+                  ) -> list[tuple[int, int, int, int]]:
+    """(flat input, axis, low, high) of each input dim `spec` asks to be dynamic whose largest
+    size torch.export capped below the spec's while capturing: the model's code assumes it (a
+    position table of that many rows; a size the code divides into one window, specialised to
+    1). The graph still names the dim; above the cap it fails in the runtime or computes a
+    branch the model does not take there. (Raised lower bounds are not reported: sums of
+    dims, such as past + new tokens, start above 2 without any guard.)"""
+    from torch.export.dynamic_shapes import _combine_args, _tree_map_with_path
+
+    flat = torch.utils._pytree.tree_leaves((tuple(args), dict(kwargs or {})))
+    position = {id(x): i for i, x in enumerate(flat)}
+    combined: Any = _combine_args(module, args, kwargs)
+    if isinstance(spec, (tuple, list)):
+        combined = type(spec)(combined.values())
+    bounds: dict[tuple[int, int], tuple[int, int | None]] = {}
+
+    def record(path: Any, tensor: Any, axes: Any) -> Any:
+        if not isinstance(tensor, torch.Tensor) or axes is None:
+            return axes
+        items = axes.items() if isinstance(axes, dict) else (
+            enumerate(axes) if isinstance(axes, (list, tuple)) else ())
+        for axis, d in items:
+            if d is None or d is _STATIC or isinstance(d, int):
+                continue
+            low = getattr(d, "min", None)
+            high = getattr(d, "max", None)
+            bounds[(position.get(id(tensor), -1), axis)] = (
+                low if isinstance(low, int) else 0,
+                high if isinstance(high, int) and high < 1 << 40 else None)
+        return axes
+
+    _tree_map_with_path(record, combined, spec)
+    found = []
+    ranges = program.range_constraints
+    for index, (_, val) in enumerate(user_input_values(program)):
+        if not isinstance(val, torch.Tensor):
+            continue
+        for axis, d in enumerate(val.shape):
+            if (index, axis) not in bounds or not isinstance(d, torch.SymInt):
+                continue
+            expr = d.node.expr
+            if not isinstance(expr, sympy.Symbol) or expr not in ranges:
+                continue
+            low, high = _finite(ranges[expr].lower, 0), _finite(ranges[expr].upper, -1)
+            asked_high = bounds[(index, axis)][1]
+            if high >= 0 and (asked_high is None or high < asked_high):
+                found.append((index, axis, low, high))
+    return found
