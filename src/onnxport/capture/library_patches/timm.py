@@ -28,6 +28,28 @@
   (i + 0.5) * 1 - 0.5 = i), the identity in eager mode and in ONNX Resize, so the values
   are timm's (bit for bit in eager mode). (MobileViTv2's block, `MobileVitV2Block`, has the
   same branch and is not patched; `mobilevit_xxs` does not use it.)
+* `models.davit.Stem.forward`, `models.davit.Downsample.forward`: the pads to whole strides
+  (kernels) written `ceil(size / s) * s - size`, where timm writes `(s - size % s) % s`: both
+  are the least p >= 0 that makes size + p a multiple of s, so the values are timm's. The form
+  is what differs: torch.export carries each stage's size into the next, and the remainder
+  form nests a `Mod` per stage that sympy spends minutes simplifying in every later reshape
+  (davit_tiny's dynamic export took 164 s with only its blocks patched, 15 s with these too).
+* `models.davit.SpatialBlock.forward`: the windows gathered as TinyViT's are (above), where
+  timm pads the map to whole windows (by a pad that may be 0), cuts and merges the windows
+  with views, and slices the pad off. Unpatched, torch.export spent over 400 s simplifying
+  the views' sizes (the nested floor divisions of the padded size); with the views written
+  without them, the window counts are dims of size 1 in the last stage at 224 (a 7 x 7 map,
+  window 7), and torch.export decided `batch * windows == batch` on them: the graph attended
+  over the whole last-stage map at every size (0.33 off at 256 x 288). A gather has no such
+  dim. Bit for bit timm's in eager mode.
+* `models.hieradet_sam2.MultiScaleBlock.forward` (SAM2-Hiera): the same for its windowed
+  blocks (the global ones run timm's code): the windows gathered with the block's window
+  from its input map, and put back with the pooled window into the pooled map, as timm's
+  unpartition does at its query-pooling blocks. Timm's own code holds the window counts
+  before and after pooling equal (its reshape assumes it); they are, wherever the window
+  and the block's input sides are even, which HieraDet ensures (windows 8, 4 and 14 at its
+  pooling blocks; its position embedding makes the map a multiple of 8 tokens). Bit for bit
+  timm's in eager mode; unpatched, the dynamic export did not finish in 300 s.
 """
 
 from __future__ import annotations
@@ -37,6 +59,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from onnxport.capture.library_patches import state
 
 
 def _msfa_forward(self: Any, inputs: list[torch.Tensor]) -> torch.Tensor:
@@ -121,8 +145,87 @@ def _mobilevit_block_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+# -- windowed models: DaViT, SAM2-Hiera -------------------------------------------------------
+
+def _ceil_to(size: Any, multiple: int) -> Any:
+    """`size` rounded up to a multiple: timm's `size + (multiple - size % multiple) % multiple`
+    in a form torch's symbolic shapes simplify."""
+    return (size + multiple - 1) // multiple * multiple
+
+
+def _davit_stem_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    """timm's DaViT Stem.forward, the pads written as whole strides minus the size."""
+    _, _, H, W = x.shape
+    stride_h, stride_w = self.stride
+    x = F.pad(x, (0, _ceil_to(W, stride_w) - W, 0, _ceil_to(H, stride_h) - H))
+    return self.norm(self.conv(x))
+
+
+def _davit_downsample_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    """timm's DaViT Downsample.forward, the pads written as whole kernels minus the size."""
+    _, _, H, W = x.shape
+    x = self.norm(x)
+    if self.even_k:
+        k_h, k_w = self.conv.kernel_size
+        x = F.pad(x, (0, _ceil_to(W, k_w) - W, 0, _ceil_to(H, k_h) - H))
+    return self.conv(x)
+
+
+def _davit_spatial_block_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    """timm's DaViT SpatialBlock.forward, the windows gathered (`_window_indices`)."""
+    window_h, window_w = self.window_size
+    if window_h != window_w:
+        return state.ORIGINALS[("timm.models.davit.SpatialBlock", "forward")](self, x)
+    B, C, H, W = x.shape
+    shortcut = self.cpe1(x).flatten(2).transpose(1, 2)
+    x = self.norm1(shortcut)
+    to_windows, from_windows = _window_indices(B, H, W, window_h, x.device)
+    rows = torch.cat([x.reshape(B * H * W, C), x.new_zeros(1, C)])
+    x = self.attn(rows[to_windows].view(-1, window_h * window_w, C))
+    x = x.reshape(-1, C)[from_windows].view(B, H * W, C)
+    x = shortcut + self.drop_path1(x)
+    x = self.cpe2(x.transpose(1, 2).view(B, C, H, W))
+    if self.mlp is not None:
+        x = x.flatten(2).transpose(1, 2)
+        x = x + self.drop_path2(self.mlp(self.norm2(x)))
+        x = x.transpose(1, 2).view(B, C, H, W)
+    return x
+
+
+def _sam2_block_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    """timm's hieradet_sam2 MultiScaleBlock.forward, the windows gathered (`_window_indices`):
+    cut with the block's window from its input map, put back with the pooled window into the
+    pooled map (the shortcut's)."""
+    window = self.window_size
+    pooled = (window[0] // self.q_stride[0], window[1] // self.q_stride[1]) \
+        if self.q_stride is not None else window
+    if not self.is_windowed or window[0] != window[1] or pooled[0] != pooled[1]:
+        return state.ORIGINALS[("timm.models.hieradet_sam2.MultiScaleBlock", "forward")](
+            self, x)
+    shortcut = x
+    x = self.norm1(x)
+    if self.dim != self.dim_out:
+        shortcut = self.proj(x)
+        if self.pool is not None:
+            shortcut = self.pool(shortcut.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+    B, H, W, C = x.shape
+    to_windows, from_windows = _window_indices(B, H, W, window[0], x.device)
+    rows = torch.cat([x.reshape(B * H * W, C), x.new_zeros(1, C)])
+    x = self.attn(rows[to_windows].view(-1, window[0], window[1], C))
+    H, W, C = shortcut.shape[1], shortcut.shape[2], x.shape[-1]
+    if pooled != window:
+        _, from_windows = _window_indices(B, H, W, pooled[0], x.device)
+    x = x.reshape(-1, C)[from_windows].view(B, H, W, C)
+    x = shortcut + self.drop_path1(self.ls1(x))
+    return x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
+
+
 PATCHES: dict[tuple[str, str], Callable[..., Any]] = {
     ("timm.models.mobilenetv5.MobileNetV5MultiScaleFusionAdapter", "forward"): _msfa_forward,
     ("timm.models.tiny_vit.TinyVitBlock", "forward"): _tiny_vit_block_forward,
     ("timm.models.mobilevit.MobileVitBlock", "forward"): _mobilevit_block_forward,
+    ("timm.models.davit.Stem", "forward"): _davit_stem_forward,
+    ("timm.models.davit.Downsample", "forward"): _davit_downsample_forward,
+    ("timm.models.davit.SpatialBlock", "forward"): _davit_spatial_block_forward,
+    ("timm.models.hieradet_sam2.MultiScaleBlock", "forward"): _sam2_block_forward,
 }
