@@ -8,12 +8,11 @@ written without them, the last stages' maps at 224 are one window, and torch.exp
 capture-only patches gather the windows and write DaViT's stem and downsampling pads without
 remainders; they must equal timm's forward in eager mode, bit for bit, at sizes whose maps
 are and are not multiples of the window, equal to it and smaller than it, and one dynamic
-export must match eager PyTorch at every size, in a bounded time.
+export must match eager PyTorch at every size (its time: benchmarks/bench_vision.py).
 """
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import pytest
@@ -53,7 +52,6 @@ PATCHED = {DAVIT: [("timm.models.davit", "Stem"), ("timm.models.davit", "Downsam
                    ("timm.models.davit", "SpatialBlock")],
            SAM2: [("timm.models.hieradet_sam2", "MultiScaleBlock")]}
 # Unpatched, neither dynamic export finished in 300 s; patched, 11 s and 14 s.
-EXPORT_SECONDS = 120
 
 
 def _forwards(name: str) -> list[object]:
@@ -91,13 +89,10 @@ def test_dynamic_size(name: str) -> None:
     torch.manual_seed(0)
     model = case.build()
     inputs = case.inputs(BATCH, case.size)
-    start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught, torch.no_grad():
         warnings.simplefilter("always")
         program = onnxport.export(model, inputs[0], kwargs=inputs[1],
                                   **case.export_kwargs(*inputs, dynamic=True, spatial=True))
-    seconds = time.perf_counter() - start
-    assert seconds < EXPORT_SECONDS, seconds
     # the graph holds at every size: no dim kept dynamic only near the example or capped
     words = ("branches on", "capped the size", "cannot reduce")
     assert not [w for w in caught if any(x in str(w.message) for x in words)]
