@@ -125,3 +125,45 @@ def test_a_range_torch_export_narrows_is_named_in_a_warning() -> None:
     with pytest.raises(Exception):  # noqa: B017 - any ORT failure: the graph's view cannot hold
         got = session.run(None, {"x": outside.numpy()})[0]
         np.testing.assert_allclose(got, model(outside).numpy(), rtol=1e-6)
+
+
+class _OneWindowMap(torch.nn.Module):
+    """Branches on a map being one window of `window`: a guard on both height and width."""
+
+    def __init__(self, window: int) -> None:
+        super().__init__()
+        self.window = window
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = (x.shape[2] + self.window - 1) // self.window
+        columns = (x.shape[3] + self.window - 1) // self.window
+        if rows * columns == 1:
+            return x * 2
+        return x + 1
+
+
+@pytest.mark.parametrize("window", [7, 32])
+def test_a_guard_on_two_dims_pins_each(window: int) -> None:
+    # `Eq(rows * columns, 1)` reads height and width; torch.export neither enforces it nor
+    # narrows their ranges, so the graph computed the one-window branch at every size. Each
+    # dim is judged with the other at the example's size: window 7 holds for 6 heights (the
+    # dims become static), window 32 for 31 (they stay dynamic within 2..32).
+    import onnxruntime as ort
+
+    model, x = _OneWindowMap(window), torch.randn(2, 3, window, window)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = onnxport.export(model, (x,), dynamo=True, dynamic_shapes={
+            "x": {0: "batch", 2: "height", 3: "width"}})
+    assert any("branches on the size" in str(w.message) for w in caught)
+    shape = [d if isinstance(d, int) else str(d) for d in program.model.graph.inputs[0].shape]
+    session = ort.InferenceSession(program.model_proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    if window == 7:
+        assert shape == ["batch", 3, 7, 7]
+        return
+    assert shape == ["batch", 3, "height", "width"]
+    assert any("2..32" in str(w.message) for w in caught)
+    inside = torch.randn(3, 3, 20, 30)
+    np.testing.assert_allclose(session.run(None, {"x": inside.numpy()})[0],
+                               model(inside).numpy())

@@ -9,13 +9,15 @@ the example for every size. ONNX has no assertion to carry the guard, so an expo
 would silently compute the wrong branch.
 
 Not every guard the ranges leave open matters. torch's own layout checks record many (a
-spatial size `!= 1` or `== 1` for a contiguity decision); they choose strides, which ONNX
-does not have, and are skipped. Others are identities such as `Min(a, 2a) == a` that value
+spatial size `!= 1` or `== 1` for a contiguity decision, whether a reshape collapses dims
+as a view); they choose strides, which ONNX does not have, and are skipped. Others are identities such as `Min(a, 2a) == a` that value
 ranges cannot prove, and hold for nearly every size. `pinning_guards` keeps the guards
 that *pin* a dim: those that fail for most sizes in the dims' ranges and for every size far
 above them (sampled), which is what a specialisation is; a periodic condition such as
 `size % 8 == 0` is a constraint, not a pin, and so is a relation between dims (two inputs'
-batches being equal). A guard on a dim whose example size is 0 or 1 is left to the
+batches being equal, linear in the sizes). A guard through several dims' floor divisions
+or products (`Eq(nh * nw, 1)`: one window of a map, Swin's last stage at 224) is judged
+for each dim with the others at the example's sizes. A guard on a dim whose example size is 0 or 1 is left to the
 size-oblivious capture that recorded it, which computes the general path on purpose. A guard
 that holds for a range of sizes around the example's (LongT5's `ceil(s / 128) == 1`, one
 local-attention block, true for 1..128) keeps the dim dynamic within that range
@@ -49,8 +51,9 @@ class UnenforcedGuard:
 
 
 _SAMPLES = 64
-# Where torch records its layout decisions (torch/_prims_common/__init__.py).
-_LAYOUT_CHECKS = "_prims_common/"
+# Where torch records its layout decisions: contiguity (torch/_prims_common/__init__.py) and
+# whether a reshape can collapse dims as a view or must copy (torch/_prims/__init__.py).
+_LAYOUT_CHECKS = ("_prims_common/", "_prims/__init__.py")
 _STATIC = torch.export.Dim.STATIC
 
 
@@ -77,38 +80,51 @@ def pinning_guards(program: torch.export.ExportedProgram) -> list[UnenforcedGuar
                 env = d.node.shape_env
     if env is None or not symbols:
         return []
+    # (torch 2.13 renamed var_to_val, which warns on every read)
+    examples = getattr(env, "backed_var_to_val", None)
+    hints = examples if examples is not None else env.var_to_val
     found = []
     for guard in env.guards:
         expr = guard.expr
         free = expr.free_symbols
-        if len(free) != 1 or not free <= symbols:
-            # (a relation between dims, such as two inputs' batches being equal, holds for
-            # the inputs the model is meant for and pins neither)
+        if not free or not free <= symbols:
             continue
         try:
             bound = bound_sympy(expr, env.var_to_range)
         except Exception:  # noqa: BLE001 - an expression value ranges cannot bound
             continue
-        if bound.lower == bound.upper == sympy.true or not _pins(expr, env.var_to_range):
+        if bound.lower == bound.upper == sympy.true:
             continue
         sloc = str(getattr(guard, "sloc", "") or "").strip("()")
-        if _LAYOUT_CHECKS in sloc:
+        if any(where in sloc for where in _LAYOUT_CHECKS):
             # torch's own stride and contiguity decisions (S3D's pooled map being 1x1 decides
             # whether its output counts as contiguous): they choose strides, which an ONNX
             # graph does not have, never values.
             continue
-        # (torch 2.13 renamed var_to_val, which warns on every read)
-        examples = getattr(env, "backed_var_to_val", None)
-        hint = (examples if examples is not None else env.var_to_val).get(next(iter(free)))
-        if hint is not None and int(hint) in (0, 1):
-            # The example's size is 0 or 1: a capture treating such sizes like any other
-            # (size-oblivious, as torch.onnx captures) leaves their guards unenforced by
-            # design, and the program computes the general path.
+        if len(free) > 1 and _is_relation(expr):
+            # A relation between dims, such as two inputs' batches being equal: it holds for
+            # the inputs the model is meant for and pins neither.
             continue
-        symbol = next(iter(free))
-        span = _holding_span(expr, symbol, int(hint)) if hint is not None else None
-        found.append(UnenforcedGuard(str(expr), sloc, frozenset(str(s) for s in free),
-                                     (str(symbol), *span) if span else None))
+        for symbol in sorted(free, key=str):
+            # Each dim the guard reads, varied with the dims of the same example size (two
+            # inputs' batches, the sides of a square image: what the model takes together),
+            # the others at the example's sizes (a guard on the product of two window counts,
+            # Swin's at one window, pins both sides; RAFT's on its two images' batches pins
+            # neither).
+            hint = hints.get(symbol)
+            alone = expr.xreplace({
+                s: (symbol if hints.get(s) == hint else sympy.Integer(int(hints[s])))
+                for s in free if s != symbol and hints.get(s) is not None})
+            if alone.free_symbols != {symbol} or not _pins(alone, env.var_to_range):
+                continue
+            if hint is not None and int(hint) in (0, 1):
+                # The example's size is 0 or 1: a capture treating such sizes like any other
+                # (size-oblivious, as torch.onnx captures) leaves their guards unenforced by
+                # design, and the program computes the general path.
+                continue
+            span = _holding_span(alone, symbol, int(hint)) if hint is not None else None
+            found.append(UnenforcedGuard(str(expr), sloc, frozenset({str(symbol)}),
+                                         (str(symbol), *span) if span else None))
     return found
 
 
@@ -230,6 +246,22 @@ def _pins(expr: sympy.Basic, ranges: dict[sympy.Symbol, object]) -> bool:
     if near is None or near * 2 >= _SAMPLES:
         return False
     return holds(far=True) == 0
+
+
+def _is_relation(expr: sympy.Basic) -> bool:
+    """Whether a guard on several dims relates them rather than constrains each: linear in
+    the sizes (`Eq(s0, s1)`, past + new tokens == the mask's length). A guard through floor
+    divisions or products of sizes (`Eq(2 * (h // 32 - 6) * (w // 32 - 6), 2)`, a window
+    count of 1) is judged for each dim."""
+    if isinstance(expr, sympy.core.relational.Relational):
+        difference = expr.lhs - expr.rhs
+        if not difference.atoms(sympy.Function):
+            try:
+                if sympy.Poly(difference, *sorted(expr.free_symbols, key=str)).total_degree() <= 1:
+                    return True
+            except sympy.PolynomialError:
+                pass
+    return False
 
 
 def _finite(value: object, default: int) -> int:
