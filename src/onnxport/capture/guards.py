@@ -15,7 +15,7 @@ ranges cannot prove, and hold for nearly every size. `pinning_guards` keeps the 
 that *pin* a dim: those that fail for most sizes in the dims' ranges and for every size far
 above them (sampled), which is what a specialisation is; a periodic condition such as
 `size % 8 == 0` is a constraint, not a pin, and so is a relation between dims (two inputs'
-batches being equal, linear in the sizes). A guard through several dims' floor divisions
+batches being equal, linear in the sizes or true at every multiple of the example's sizes). A guard through several dims' floor divisions
 or products (`Eq(nh * nw, 1)`: one window of a map, Swin's last stage at 224) is judged
 for each dim with the others at the example's sizes. A guard on a dim whose example size is 0 or 1 is left to the
 size-oblivious capture that recorded it, which computes the general path on purpose. A guard
@@ -101,7 +101,7 @@ def pinning_guards(program: torch.export.ExportedProgram) -> list[UnenforcedGuar
             # whether its output counts as contiguous): they choose strides, which an ONNX
             # graph does not have, never values.
             continue
-        if len(free) > 1 and _is_relation(expr):
+        if len(free) > 1 and _is_relation(expr, hints):
             # A relation between dims, such as two inputs' batches being equal: it holds for
             # the inputs the model is meant for and pins neither.
             continue
@@ -248,20 +248,31 @@ def _pins(expr: sympy.Basic, ranges: dict[sympy.Symbol, object]) -> bool:
     return holds(far=True) == 0
 
 
-def _is_relation(expr: sympy.Basic) -> bool:
+def _is_relation(expr: sympy.Basic, hints: dict[Any, Any]) -> bool:
     """Whether a guard on several dims relates them rather than constrains each: linear in
-    the sizes (`Eq(s0, s1)`, past + new tokens == the mask's length). A guard through floor
-    divisions or products of sizes (`Eq(2 * (h // 32 - 6) * (w // 32 - 6), 2)`, a window
-    count of 1) is judged for each dim."""
+    the sizes (`Eq(s0, s1)`, past + new tokens == the mask's length), or true with every size
+    a multiple k of the example's (OWL-ViT's text queries per image, `text // images == 2`;
+    RAFT's two images' batches). A guard through floor divisions or products of sizes that
+    fails so (`Eq(rows * columns, 1)`, one window of a map) is judged for each dim."""
+    symbols = sorted(expr.free_symbols, key=str)
     if isinstance(expr, sympy.core.relational.Relational):
         difference = expr.lhs - expr.rhs
         if not difference.atoms(sympy.Function):
             try:
-                if sympy.Poly(difference, *sorted(expr.free_symbols, key=str)).total_degree() <= 1:
+                if sympy.Poly(difference, *symbols).total_degree() <= 1:
                     return True
             except sympy.PolynomialError:
                 pass
-    return False
+    if any(hints.get(symbol) is None for symbol in symbols):
+        return False
+    for k in (*range(2, 18), 31, 64, 127, 1000):
+        try:
+            scaled = expr.xreplace({s: sympy.Integer(k * int(hints[s])) for s in symbols})
+        except ArithmeticError:
+            return False
+        if scaled is not sympy.true:
+            return False
+    return True
 
 
 def _finite(value: object, default: int) -> int:
