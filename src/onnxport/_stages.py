@@ -109,12 +109,13 @@ class ExportRun:
         if captured.narrowed:
             message = (
                 "torch.export capped the size of dims dynamic_shapes asks to be dynamic while "
-                "capturing, because the model's code assumes it (a position table of that many "
-                "rows; a size the code divides into one window, which torch specialises to 1): "
+                "capturing, because the model's code assumes it (a branch on the size, a "
+                "position table of that many rows, a size it divides into one window, which "
+                "torch specialises to 1): "
                 + "; ".join(captured.narrowed)
-                + ". The graph keeps the dims symbolic and holds only within these sizes: above "
-                "them it fails in the runtime or computes what the model does not (export at "
-                "another size, or make the code's branch size-independent)")
+                + ". The graph keeps the dims symbolic but was captured for these sizes only: "
+                "above them the model's code may take another branch, or the graph fail in the "
+                "runtime (export at another size, or make the branch size-independent)")
             self.diagnostics.log("OPX011", logging.WARNING, message)
             warnings.warn(message, UserWarning, stacklevel=5)
         if self.report is not None:

@@ -226,7 +226,8 @@ def capture(
         names = [name for name, _ in user_input_values(program)]
         captured.narrowed = [
             f"input {names[index]!r} axis {axis}: {low}..{high}"
-            for index, axis, low, high in narrowed_axes(
+            + (f" (recorded at {where})" if where else "")
+            for index, axis, low, high, where in narrowed_axes(
                 program, module, tuple(args), kwargs,
                 refined if refined is not None else dynamic_shapes)]
     if has_translation is not None:

@@ -365,12 +365,13 @@ def with_static_axes(module: torch.nn.Module, args: tuple[Any, ...],
 
 def narrowed_axes(program: torch.export.ExportedProgram, module: torch.nn.Module,
                   args: tuple[Any, ...], kwargs: dict[str, Any] | None, spec: Any
-                  ) -> list[tuple[int, int, int, int]]:
-    """(flat input, axis, low, high) of each input dim `spec` asks to be dynamic whose largest
+                  ) -> list[tuple[int, int, int, int, str]]:
+    """(flat input, axis, low, high, where) of each input dim `spec` asks to be dynamic whose largest
     size torch.export capped below the spec's while capturing: the model's code assumes it (a
     position table of that many rows; a size the code divides into one window, specialised to
-    1). The graph still names the dim; above the cap it fails in the runtime or computes a
-    branch the model does not take there. (Raised lower bounds are not reported: sums of
+    1; a branch on the size); `where` the source lines of the guards that cap it. The graph
+    still names the dim; above the cap the model's code may take another branch, or the graph
+    fail in the runtime. (Raised lower bounds are not reported: sums of
     dims, such as past + new tokens, start above 2 without any guard.)"""
     from torch.export.dynamic_shapes import _combine_args, _tree_map_with_path
 
@@ -411,5 +412,22 @@ def narrowed_axes(program: torch.export.ExportedProgram, module: torch.nn.Module
             low, high = _finite(ranges[expr].lower, 0), _finite(ranges[expr].upper, -1)
             asked_high = bounds[(index, axis)][1]
             if high >= 0 and (asked_high is None or high < asked_high):
-                found.append((index, axis, low, high))
+                found.append((index, axis, low, high, _capped_at(d, expr, high)))
     return found
+
+
+def _capped_at(size: Any, symbol: sympy.Symbol, high: int) -> str:
+    """The source lines of the guards that fail just above `high` (`s < 64`: diffusers'
+    `if hidden_states.shape[0] >= 64`), or ""."""
+    lines = []
+    for guard in size.node.shape_env.guards:
+        if guard.expr.free_symbols != {symbol}:
+            continue
+        try:
+            above = guard.expr.xreplace({symbol: sympy.Integer(high + 1)})
+        except ArithmeticError:
+            continue
+        where = str(getattr(guard, "sloc", "") or "").strip("()")
+        if above is sympy.false and where and where not in lines:
+            lines.append(where)
+    return "; ".join(lines)
