@@ -18,7 +18,8 @@ from timm.models.mobilenetv5 import MobileNetV5MultiScaleFusionAdapter
 
 import onnxport
 from onnxport.capture.library_patches.timm import _msfa_forward
-from tests.vision.models import BATCH, BATCH2, by_name
+from tests.vision.patch_checks import check_one_graph_for_every_size
+from tests.vision.models import BATCH, BATCH2
 
 # (H, W) of the highest resolution feature: the output resolution (16: timm keeps it), its
 # multiples (avg pool), other sizes above and below it (bilinear), one pixel.
@@ -72,17 +73,4 @@ def test_mobilenetv5_dynamic() -> None:
     """The whole model, exported at 256x256 (a 16x16 feature: no resize) and run at 288x320
     (18x20: bilinear) and 512x384 (32x24: avg pool by 2 in height, bilinear in width: timm
     resizes bilinearly unless both divide)."""
-    case = by_name()["timm/mobilenetv5:mobilenetv5_base"]
-    torch.manual_seed(0)
-    model = case.build()
-    inputs = case.inputs(BATCH, case.size)
-    with torch.no_grad():
-        program = onnxport.export(model, inputs[0], kwargs=inputs[1],
-                                  **case.export_kwargs(*inputs, dynamic=True, spatial=True))
-    session = _session(program)
-    for size in (case.size2, (512, 384), (512, 512)):
-        (x,), _ = case.inputs(BATCH2, size)
-        with torch.no_grad():
-            expected = model(x)
-        (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
-        torch.testing.assert_close(torch.from_numpy(got), expected, rtol=1e-3, atol=1e-4)
+    check_one_graph_for_every_size("timm/mobilenetv5:mobilenetv5_base", [(512, 384), (512, 512)])

@@ -11,7 +11,6 @@ and smaller than it, and one dynamic export must match eager PyTorch at every si
 
 from __future__ import annotations
 
-import warnings
 
 import pytest
 import torch
@@ -23,12 +22,9 @@ if import_vision() is None:
     pytest.skip("no torchvision release for this torch (tests/vision/packages.py)",
                 allow_module_level=True)
 
-import onnxruntime as ort
 
-import onnxport
-from onnxport.capture.library_patches import library_patches
-from onnxport.verify.compare import compare_outputs
-from tests.vision.models import BATCH, BATCH2, by_name
+from tests.vision.patch_checks import (check_one_graph_for_every_size,
+                                     check_patches_equal_library)
 
 TINY_VIT = "timm/tiny_vit:tiny_vit_5m_224"
 MOBILEVIT = "timm/mobilevit:mobilevit_xxs"
@@ -54,20 +50,7 @@ def _block_class(name: str) -> type:
 
 @pytest.mark.parametrize("name", [TINY_VIT, MOBILEVIT])
 def test_patch_equals_timm_in_eager_mode(name: str) -> None:
-    case = by_name()[name]
-    torch.manual_seed(0)
-    model = case.build()
-    block = _block_class(name)
-    original = block.forward
-    for size in EAGER_SIZES[name]:
-        x = case.inputs(BATCH, size)[0][0]
-        with torch.no_grad():
-            expected = model(x)
-            with library_patches():
-                assert block.forward is not original
-                got = model(x)
-        assert block.forward is original
-        assert torch.equal(got, expected), (size, (got - expected).abs().max().item())
+    check_patches_equal_library(name, EAGER_SIZES[name], lambda: [_block_class(name).forward])
 
 
 def test_bilinear_resize_to_the_same_size_is_the_identity() -> None:
@@ -78,25 +61,4 @@ def test_bilinear_resize_to_the_same_size_is_the_identity() -> None:
 
 @pytest.mark.parametrize("name", [TINY_VIT, MOBILEVIT])
 def test_dynamic_size(name: str) -> None:
-    case = by_name()[name]
-    torch.manual_seed(0)
-    model = case.build()
-    inputs = case.inputs(BATCH, case.size)
-    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
-        warnings.simplefilter("always")
-        program = onnxport.export(model, inputs[0], kwargs=inputs[1],
-                                  **case.export_kwargs(*inputs, dynamic=True, spatial=True))
-    # the graph holds at every size: no dim kept dynamic only near the example
-    assert not [w for w in caught if "branches on" in str(w.message)]
-    shape = [d if isinstance(d, int) else str(d) for d in program.model.graph.inputs[0].shape]
-    assert shape == ["batch", 3, "height", "width"]
-    session = ort.InferenceSession(program.model_proto.SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    rtol, atol = case.tolerance
-    for size in (case.size, case.size2, (200, 232)):
-        x = case.inputs(BATCH2, size)[0][0]
-        with torch.no_grad():
-            expected = model(x)
-        got = torch.from_numpy(session.run(None, {"images": x.numpy()})[0])
-        diffs = compare_outputs([expected], [got], rtol=rtol, atol=atol)
-        assert all(d.passed for d in diffs), (size, "\n".join(d.row() for d in diffs))
+    check_one_graph_for_every_size(name, [(200, 232)])

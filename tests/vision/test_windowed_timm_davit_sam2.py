@@ -13,10 +13,8 @@ export must match eager PyTorch at every size (its time: benchmarks/bench_vision
 
 from __future__ import annotations
 
-import warnings
 
 import pytest
-import torch
 
 from tests.vision.packages import import_vision
 
@@ -24,13 +22,10 @@ if import_vision() is None:
     pytest.skip("no torchvision release for this torch (tests/vision/packages.py)",
                 allow_module_level=True)
 
-import onnxruntime as ort
 
-import onnxport
-from onnxport.capture.library_patches import library_patches
 from onnxport.capture.library_patches.timm import _ceil_to
-from onnxport.verify.compare import compare_outputs
-from tests.vision.models import BATCH, BATCH2, by_name
+from tests.vision.patch_checks import (check_one_graph_for_every_size,
+                                     check_patches_equal_library)
 
 DAVIT = "timm/davit:davit_tiny"
 SAM2 = "timm/hieradet_sam2:sam2_hiera_tiny"
@@ -68,43 +63,9 @@ def test_ceil_to_is_timms_padded_size() -> None:
 
 @pytest.mark.parametrize("name", [DAVIT, SAM2])
 def test_patch_equals_timm_in_eager_mode(name: str) -> None:
-    case = by_name()[name]
-    torch.manual_seed(0)
-    model = case.build()
-    originals = _forwards(name)
-    for size in EAGER_SIZES[name]:
-        x = case.inputs(BATCH, size)[0][0]
-        with torch.no_grad():
-            expected = model(x)
-            with library_patches():
-                assert all(p is not o for p, o in zip(_forwards(name), originals))
-                got = model(x)
-        assert _forwards(name) == originals
-        assert torch.equal(got, expected), (size, (got - expected).abs().max().item())
+    check_patches_equal_library(name, EAGER_SIZES[name], lambda: _forwards(name))
 
 
 @pytest.mark.parametrize("name", [DAVIT, SAM2])
 def test_dynamic_size(name: str) -> None:
-    case = by_name()[name]
-    torch.manual_seed(0)
-    model = case.build()
-    inputs = case.inputs(BATCH, case.size)
-    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
-        warnings.simplefilter("always")
-        program = onnxport.export(model, inputs[0], kwargs=inputs[1],
-                                  **case.export_kwargs(*inputs, dynamic=True, spatial=True))
-    # the graph holds at every size: no dim kept dynamic only near the example or capped
-    words = ("branches on", "capped the size", "cannot reduce")
-    assert not [w for w in caught if any(x in str(w.message) for x in words)]
-    shape = [d if isinstance(d, int) else str(d) for d in program.model.graph.inputs[0].shape]
-    assert shape == ["batch", 3, "height", "width"]
-    session = ort.InferenceSession(program.model_proto.SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    rtol, atol = case.tolerance
-    for size in (case.size, case.size2, ODD_SIZE[name]):
-        x = case.inputs(BATCH2, size)[0][0]
-        with torch.no_grad():
-            expected = model(x)
-        got = torch.from_numpy(session.run(None, {"images": x.numpy()})[0])
-        diffs = compare_outputs([expected], [got], rtol=rtol, atol=atol)
-        assert all(d.passed for d in diffs), (size, "\n".join(d.row() for d in diffs))
+    check_one_graph_for_every_size(name, [ODD_SIZE[name]])

@@ -11,7 +11,6 @@ and one dynamic export must match eager PyTorch at every size.
 
 from __future__ import annotations
 
-import warnings
 
 import pytest
 import torch
@@ -22,15 +21,13 @@ if import_vision() is None:
     pytest.skip("no torchvision release for this torch (tests/vision/packages.py)",
                 allow_module_level=True)
 
-import onnxruntime as ort
 from torchvision.models import swin_transformer
 from torchvision.models.video import swin_transformer as swin3d
 
-import onnxport
 from onnxport.capture.library_patches import library_patches
 from onnxport.capture.library_patches import torchvision_models as patches
-from onnxport.verify.compare import compare_outputs
-from tests.vision.models import BATCH, BATCH2, by_name
+from tests.vision.patch_checks import check_one_graph_for_every_size
+from tests.vision.models import BATCH, by_name
 
 # Maps for a window of 7: one window, smaller than it, whole windows, padded ones, mixed.
 SIDES = [(7, 7), (5, 3), (1, 1), (14, 14), (8, 9), (13, 7), (7, 22), (21, 15)]
@@ -116,26 +113,4 @@ DYNAMIC_SIZES = {
 
 @pytest.mark.parametrize("name", list(DYNAMIC_SIZES))
 def test_dynamic_size(name: str) -> None:
-    case = by_name()[name]
-    torch.manual_seed(0)
-    model = case.build()
-    inputs = case.inputs(BATCH, case.size)
-    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
-        warnings.simplefilter("always")
-        program = onnxport.export(model, inputs[0], kwargs=inputs[1],
-                                  **case.export_kwargs(*inputs, dynamic=True, spatial=True))
-    # the graph holds at every size: no dim kept dynamic only near the example, or pinned
-    assert not [w for w in caught if "branches on" in str(w.message)]
-    shape = [d if isinstance(d, int) else str(d) for d in program.model.graph.inputs[0].shape]
-    assert shape == ["batch", 3, *shape[2:-2], "height", "width"]
-    session = ort.InferenceSession(program.model_proto.SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    name_in = session.get_inputs()[0].name
-    rtol, atol = case.tolerance
-    for size in (case.size, case.size2, *DYNAMIC_SIZES[name]):
-        x = case.inputs(BATCH2, size)[0][0]
-        with torch.no_grad():
-            expected = model(x)
-        got = torch.from_numpy(session.run(None, {name_in: x.numpy()})[0])
-        diffs = compare_outputs([expected], [got], rtol=rtol, atol=atol)
-        assert all(d.passed for d in diffs), (size, "\n".join(d.row() for d in diffs))
+    check_one_graph_for_every_size(name, DYNAMIC_SIZES[name])

@@ -60,6 +60,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from onnxport.capture.library_patches.sizes import ceil_to as _ceil_to
+
 from onnxport.capture.library_patches import state
 
 
@@ -146,11 +148,6 @@ def _mobilevit_block_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
 
 
 # -- windowed models: DaViT, SAM2-Hiera -------------------------------------------------------
-
-def _ceil_to(size: Any, multiple: int) -> Any:
-    """`size` rounded up to a multiple: timm's `size + (multiple - size % multiple) % multiple`
-    in a form torch's symbolic shapes simplify."""
-    return (size + multiple - 1) // multiple * multiple
 
 
 def _davit_stem_forward(self: Any, x: torch.Tensor) -> torch.Tensor:

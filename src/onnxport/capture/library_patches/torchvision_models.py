@@ -48,11 +48,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from onnxport.capture.library_patches.sizes import ceil_to as _ceil_to
 
-def _ceil_to(size: Any, multiple: int) -> Any:
-    """`size` rounded up to a multiple, torchvision's `size + (multiple - size % multiple) %
-    multiple` in a form torch's symbolic shapes simplify."""
-    return (size + multiple - 1) // multiple * multiple
 
 
 def _patch_merging_pad(x: torch.Tensor) -> torch.Tensor:
