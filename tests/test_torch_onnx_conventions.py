@@ -113,6 +113,27 @@ def test_rename_axes_on_a_torch_onnx_export() -> None:
         torch.testing.assert_close(a, e)
 
 
+def test_rename_axes_with_string_keys_on_a_program_built_by_hand() -> None:
+    # PyTorch's own exporter test: an ONNXProgram made from an onnx_ir model, dims renamed by name
+    def model() -> ir.Model:
+        inputs = [ir.Value(name=f"input_{i}", type=ir.DataType.FLOAT, shape=ir.Shape(dims))
+                  for i, dims in enumerate([["s0", "s1"], ["s0", "s2"]])]
+        output = ir.Value(name="output", type=ir.DataType.FLOAT, shape=ir.Shape(["s0", "s1"]))
+        return ir.Model(ir.Graph(inputs=inputs, outputs=[output], nodes=[]), ir_version=9)
+
+    mapping = {"s0": "batch_size", "s1": "sequence_length", "s2": "hidden_size"}
+    for program_type in (onnxport.ONNXProgram, torch.onnx.ONNXProgram):
+        program = program_type(model(), exported_program=None)
+        program.rename_axes(mapping)
+        graph = program.model.graph
+        assert graph.inputs[0].shape == ir.Shape(["batch_size", "sequence_length"])
+        assert graph.inputs[1].shape == ir.Shape(["batch_size", "hidden_size"])
+        if program_type is onnxport.ONNXProgram:
+            # torch.onnx 2.13 leaves an output no node produces as [s0, s1]; the test expects
+            # it renamed, as onnxport does.
+            assert graph.outputs[0].shape == ir.Shape(["batch_size", "sequence_length"])
+
+
 # -- 2. scaled_dot_product_attention at opset 23 -----------------------------------------------
 
 class _Attention(torch.nn.Module):
@@ -210,10 +231,16 @@ def test_dynamic_axes_with_dynamo_is_deprecated() -> None:
     with pytest.warns(DeprecationWarning, match="dynamic_axes") as ours_record:
         ours = onnxport.export(_Add().eval(), _XY, **options)
     theirs, theirs_record = _recorded(torch.onnx.export, _Add().eval(), _XY, dynamo=True, **options)
-    for record in (ours_record, theirs_record):
-        message = next(str(w.message) for w in record if w.category is DeprecationWarning
-                       and "dynamic_axes" in str(w.message))
-        assert "'dynamic_shapes'" in message and "deprecated" in message
+    messages = [next(str(w.message) for w in record if w.category is DeprecationWarning
+                     and "dynamic_axes" in str(w.message))
+                for record in (ours_record, theirs_record)]
+    assert messages[0] == messages[1]  # word for word: code filters on torch.onnx's text
+    # PyTorch's own exporter test (test_from_dynamic_axes_to_dynamic_shapes_deprecation_warning)
+    assert re.search(
+        "from_dynamic_axes_to_dynamic_shapes is deprecated and will be removed in a future release. "
+        "This function converts 'dynamic_axes' format \\(including custom axis names\\) to "
+        "'dynamic_shapes' format. Instead of relying on this conversion, provide 'dynamic_shapes' "
+        "directly with custom names.", messages[0])
     ours_message = next(w for w in ours_record if "dynamic_axes" in str(w.message))
     assert ours_message.filename == __file__  # points at the caller
     assert _input_dims(ours) == _input_dims(theirs) == [["batch", 3], ["batch", 3]]
@@ -263,6 +290,9 @@ def test_mixed_spec_rename_warning(spec: tuple[Any, ...]) -> None:
         assert re.search(rf"axis name:? '?{dropped}\b", message) and "will not be used" in message
         assert "shares the same shape constraints with another axis" in message
         assert kept in message
+        # the regex of PyTorch's own exporter test (test_dynamic_shapes_with_nested_inputs...)
+        assert re.match("# The axis name: .* will not be used, since it shares the same shape "
+                        "constraints with another axis: .*.", message)
     assert _rename_warnings(ours_record)[0].filename == __file__
     assert _input_dims(ours) == _input_dims(theirs) == [[kept, 3], [kept, 3]]
     other = (torch.randn(4, 3), torch.randn(4, 3))

@@ -166,11 +166,13 @@ def export(
     _warn_ignored_torchscript_options(torchscript_options)
     if dynamic_axes and dynamic_shapes is None and \
             not isinstance(model, torch.export.ExportedProgram):
-        # As torch.onnx: only where dynamic_axes is what makes the dims dynamic.
+        # torch.onnx's text, word for word (code filters on it); only where dynamic_axes is
+        # what makes the dims dynamic.
         warnings.warn(
-            "'dynamic_axes' is deprecated with dynamo=True: it is converted to 'dynamic_shapes' "
-            "(each axis it lists becomes Dim.DYNAMIC, named as given). Provide 'dynamic_shapes' "
-            "directly instead, with strings as custom axis names ({axis: 'batch'}).",
+            "from_dynamic_axes_to_dynamic_shapes is deprecated and will be removed in a future "
+            "release. This function converts 'dynamic_axes' format (including custom axis names) "
+            "to 'dynamic_shapes' format. Instead of relying on this conversion, provide "
+            "'dynamic_shapes' directly with custom names.",
             DeprecationWarning, stacklevel=2)
     if not isinstance(model, torch.export.ExportedProgram):
         args, kwargs = split_trailing_kwargs(tuple(args), kwargs)

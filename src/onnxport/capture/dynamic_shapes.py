@@ -135,10 +135,11 @@ def warn_unused_dim_names(program: torch.export.ExportedProgram, inputs: Resolve
             where = f"input {leaf!r} axis {axis}"
             first = kept.setdefault(str(size.node.expr), (name, where))
             if first[0] != name and (index, axis) not in inputs.generated_names:
-                warnings.warn(f"The axis name {name!r} ({where}) will not be used, since it "
-                              f"shares the same shape constraints with another axis: "
-                              f"{first[0]!r} ({first[1]}); the ONNX dimension is named "
-                              f"{first[0]!r}", UserWarning, stacklevel=stacklevel + 1)
+                # torch.onnx's opening words (code filters on them), then where each axis is.
+                warnings.warn(f"# The axis name: {name} will not be used, since it shares the "
+                              f"same shape constraints with another axis: {first[0]}. ({name}: "
+                              f"{where}; {first[0]}: {first[1]}; the ONNX dimension is named "
+                              f"{first[0]!r})", UserWarning, stacklevel=stacklevel + 1)
 
 
 def _warn_static_dims(placeholders: list[Any], inputs: ResolvedInputs, stacklevel: int) -> None:
