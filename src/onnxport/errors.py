@@ -13,6 +13,7 @@ __all__ = [
     "TranslationError",
     "CheckerError",
     "PassError",
+    "QuantizationError",
     "VerificationError",
 ]
 
@@ -116,6 +117,12 @@ class CheckerError(OnnxExporterError):
 
 class PassError(OnnxExporterError):
     """A graph pass failed; names the pass."""
+
+
+class QuantizationError(OnnxExporterError):
+    """A weight quantization (`onnxport.quantize`) was asked for what the model or ONNX cannot
+    express: bits other than 4 or 8, a block size that is no power of two >= 16, 4-bit or
+    blocked weights below opset 21."""
 
 
 class VerificationError(OnnxExporterError):
