@@ -166,6 +166,15 @@ CASES: dict[str, tuple[str, str]] = {
     "disable_log": ("doc:disable_log", "onnxport:disable_log"),
     "verification.find_mismatch": ("doc:verification.find_mismatch",
                                    "onnxport.verification:find_mismatch"),
+    "verification.verify_onnx_program": ("torch.onnx.verification:verify_onnx_program",
+                                         "onnxport.verification:verify_onnx_program"),
+    "verification.VerificationInfo": ("torch.onnx.verification:VerificationInfo",
+                                      "onnxport.verification:VerificationInfo"),
+    "verification.VerificationInfo.from_tensors": (
+        "torch.onnx.verification:VerificationInfo.from_tensors",
+        "onnxport.verification:VerificationInfo.from_tensors"),
+    "testing.assert_onnx_program": ("torch.onnx.testing:assert_onnx_program",
+                                    "onnxport.testing:assert_onnx_program"),
 }
 
 # The public methods of these classes are compared too, each found on torch.onnx's class (so a
@@ -431,9 +440,6 @@ NOT_MIRRORED: dict[str, str] = {
     "torch.onnx.symbolic_opset9": "TorchScript symbolic functions on torch._C.Value; onnxport's "
                                   "translations are keyed by ATen overload (onnxport.ops)",
     **{f"torch.onnx.symbolic_opset{v}": "as symbolic_opset9" for v in range(7, 26) if v != 9},
-    "torch.onnx.testing": "not provided; ONNXProgram + export(verify=True) cover it",
-    "torch.onnx.testing.assert_onnx_program": "not provided: export(verify=True) compares "
-                                              "with eager PyTorch (onnxport.verify)",
     # torch.onnx.errors
     "torch.onnx.errors.OnnxExporterWarning": "not provided: onnxport warns with UserWarning",
     "torch.onnx.errors.SymbolicValueError": "not provided: symbolic functions get onnxport's "
@@ -443,11 +449,6 @@ NOT_MIRRORED: dict[str, str] = {
        for n in ("disable_apex_o2_state_dict_hook", "exporter_context", "model_signature",
                  "setup_onnx_logging", "unpack_quantized_tensor", "warn_on_static_input_change")},
     "torch.onnx.utils.export": "not provided: use onnxport.export(..., dynamo=False)",
-    # torch.onnx.verification (2.13 contents; onnxport's holds 2.1's find_mismatch)
-    "torch.onnx.verification.VerificationInfo": "not provided: export(verify=True) and "
-                                                "onnxport.verify.compare_outputs instead",
-    "torch.onnx.verification.verify_onnx_program": "not provided: export(verify=True) and "
-                                                   "onnxport.verify.verify_program instead",
     # torch.onnx.symbolic_helper: helpers on torch._C.Value / GraphContext
     **{f"torch.onnx.symbolic_helper.{n}": "TorchScript helper on torch._C values, not provided "
                                           "(only parse_args is)"

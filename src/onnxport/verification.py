@@ -1,4 +1,6 @@
-"""torch.onnx.verification for the TorchScript flavour: `find_mismatch`, `GraphInfo`.
+"""torch.onnx.verification: 2.13's `verify_onnx_program` / `VerificationInfo`, onnxport's
+`find_first_divergence` (the first wrong node, explained; verify/localize.py), and 2.1's
+TorchScript-flavour `find_mismatch` / `GraphInfo`.
 
 `find_mismatch` traces the model, runs the TorchScript graph once in PyTorch (node by node,
 recording every value), then checks partitions of the graph: each partition (a run of the
@@ -14,6 +16,7 @@ import collections
 import dataclasses
 import enum
 import io
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,8 +28,12 @@ from onnxport.capture.torchscript import (
     TrainingMode,
     capture_torchscript,
 )
+from onnxport.verify.intermediates import VerificationInfo
+from onnxport.verify.localize import Divergence, DivergenceReport, find_first_divergence
 
-__all__ = ["find_mismatch", "GraphInfo", "VerificationOptions", "OnnxBackend"]
+__all__ = ["find_mismatch", "GraphInfo", "VerificationOptions", "OnnxBackend",
+           "VerificationInfo", "verify_onnx_program", "find_first_divergence", "Divergence",
+           "DivergenceReport"]
 
 # Nodes that compute nothing worth checking: copied into each partition that reads them.
 _NON_ESSENTIAL = frozenset({"prim::Constant", "prim::GetAttr", "prim::ListConstruct",
@@ -442,3 +449,76 @@ def find_mismatch(
         root.pretty_print_mismatch()
     return root
 
+
+
+# -- torch.onnx 2.13: verify_onnx_program, VerificationInfo -------------------------------------
+
+def _example_inputs(onnx_program: Any, args: Any, kwargs: Any) -> tuple[tuple[Any, ...],
+                                                                        dict[str, Any]]:
+    exported_program = onnx_program.exported_program
+    if exported_program is None:
+        raise ValueError("The ONNX program has no exported_program (an export with "
+                         "dynamo=False?): verify_onnx_program compares with the ExportedProgram; "
+                         "use find_first_divergence(model, args, dynamo=False) instead")
+    if args is None and kwargs is None:
+        if exported_program.example_inputs is None:
+            raise ValueError("No example inputs given and the exported program holds none: "
+                             "pass args (and kwargs)")
+        args, kwargs = exported_program.example_inputs
+    return tuple(args or ()), dict(kwargs or {})
+
+
+def verify_onnx_program(onnx_program: Any, args: tuple[Any, ...] | None = None,
+                        kwargs: dict[str, Any] | None = None,
+                        compare_intermediates: bool = False) -> list[VerificationInfo]:
+    """Compare the ONNX program's values with its ExportedProgram's (torch.onnx 2.13's API).
+
+    Args:
+        onnx_program: An ONNXProgram from `export(..., dynamo=True)`.
+        args, kwargs: The inputs; None for both: the exported program's example inputs.
+            Dynamic dims may take other sizes than the example's.
+        compare_intermediates: Also compare every intermediate value of the main graph, named
+            by its FX node (`<node>__<i>` for a tuple's items), in graph order. Values that
+            the optimizer removed or renamed cannot be compared; a UserWarning lists them.
+            Values are fetched from ONNX Runtime in chunks of bounded size, so large models
+            need little more memory than a run.
+
+    Returns:
+        One VerificationInfo per graph output (named as the ONNX output), or with
+        `compare_intermediates`, per compared value (the outputs included).
+    """
+    from onnxport.verify.compare import flatten_outputs
+    from onnxport.verify.intermediates import fx_items
+
+    args, kwargs = _example_inputs(onnx_program, args, kwargs)
+    exported_program = onnx_program.exported_program
+    if not compare_intermediates:
+        with torch.no_grad():
+            expected = flatten_outputs(exported_program.module()(*args, **kwargs))
+        actual = onnx_program(*args, **kwargs)
+        return [VerificationInfo.from_tensors(str(v.name), e, a)
+                for e, a, v in zip(expected, actual, onnx_program.model.graph.outputs)]
+    compared, missing = _compare_values(onnx_program, fx_items(onnx_program, args, kwargs), args,
+                                 kwargs)
+    if missing:
+        warnings.warn(_missing_text(missing, len(compared)), UserWarning, stacklevel=2)
+    return [c.info for c in compared]
+
+
+def _compare_values(program: Any, items: Any, args: Any, kwargs: Any, level: str = "default"
+             ) -> tuple[list[Any], list[str]]:
+    from onnxport.verify.intermediates import compare_intermediates, session_options
+
+    runtime = program.runtime_options
+    base = runtime.session_options if runtime is not None else None
+    providers = runtime.execution_providers if runtime is not None else None
+    feed = program._feed(args, kwargs)
+    return compare_intermediates(program, feed, items, options=session_options(level, base),
+                                 providers=providers)
+
+
+def _missing_text(missing: list[str], compared: int) -> str:
+    shown = ", ".join(missing[:8]) + (", ..." if len(missing) > 8 else "")
+    return (f"{len(missing)} FX values have no ONNX value of their name (fused or folded away "
+            f"by the optimizer, or aliases of another value) and were not compared: {shown}; "
+            f"{compared} values were compared")

@@ -113,7 +113,25 @@ def verify_program(program: Any, model: Any, args: Sequence[Any], kwargs: Mappin
         header = ("| # | output | torch dtype | onnx dtype | torch shape | onnx shape | max abs | "
                   "max rel | result |\n|---|---|---|---|---|---|---|---|---|")
         table = "\n".join([header, *(d.row() for d in diffs)])
-        raise VerificationError(
-            f"{len(bad)} of {len(diffs)} outputs differ from eager PyTorch:\n{table}\n"
-            "  fix: run onnxport with report=True and see docs/debugging.md", diffs)
+        report, where = first_wrong_node(program, args, kwargs)
+        error = VerificationError(
+            f"{len(bad)} of {len(diffs)} outputs differ from eager PyTorch:\n{table}\n{where}\n"
+            "  fix: see docs/debugging.md (onnxport.verification.find_first_divergence)", diffs)
+        error.divergence = report  # type: ignore[attr-defined]
+        raise error
     return diffs
+
+
+def first_wrong_node(program: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None
+                     ) -> tuple[Any, str]:
+    """(report, text) of `find_first_divergence` for a failed verification; (None, why not)
+    when it cannot run (no exported program) or fails."""
+    if getattr(program, "exported_program", None) is None:
+        return None, "(no exported program: the first wrong node cannot be located)"
+    from onnxport.verify.localize import find_first_divergence
+
+    try:
+        report = find_first_divergence(program, tuple(args), dict(kwargs or {}))
+    except Exception as e:  # noqa: BLE001  (the mismatch stays the error reported)
+        return None, f"(locating the first wrong node failed: {type(e).__name__}: {e})"
+    return report, str(report)
