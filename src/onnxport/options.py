@@ -1,4 +1,5 @@
-"""ExportOptions and DiagnosticOptions: the documented options of `dynamo_export`."""
+"""ExportOptions and DiagnosticOptions: the documented options of `dynamo_export`;
+OnnxRuntimeTarget: the options of `export(..., target="onnxruntime")`."""
 
 from __future__ import annotations
 
@@ -49,3 +50,48 @@ class ExportOptions:
             "dynamic_shapes": self.dynamic_shapes, "fake_context": self.fake_context,
             "onnx_registry": self.onnx_registry, "diagnostic_options": self.diagnostic_options}
         return f"ExportOptions({', '.join(f'{k}={v!r}' for k, v in fields.items())})"
+
+
+class OnnxRuntimeTarget(str):
+    """`target="onnxruntime"` with options: pass it as `export(..., target=OnnxRuntimeTarget(...))`
+    (it is the string "onnxruntime" wherever a target is read).
+
+    Attributes:
+        int4_accuracy_level: MatMulNBits' `accuracy_level` for 4-bit weights. 4 (the default,
+            as ONNX Runtime GenAI's builder for CPU int4): ORT quantizes the activations to
+            int8 per block of K and multiplies in integers, fast but not exact (error bounded
+            in docs/quantization.md). 0: activations stay float32, the weights are dequantized
+            exactly (matches eager within float32 summation order). 1-3: fp32/fp16/bf16.
+        int4_block_size: The block size along K of 4-bit weights onnxport quantizes or
+            re-blocks (per-channel and per-tensor weights; weights quantized in PyTorch keep
+            their groups): a power of two >= 16, 32 by default (the builder's). It is also the
+            block of K over which accuracy level 4 quantizes the activations.
+    """
+
+    int4_accuracy_level: int
+    int4_block_size: int
+
+    def __new__(cls, *, int4_accuracy_level: int = 4, int4_block_size: int = 32
+                ) -> OnnxRuntimeTarget:
+        if int4_accuracy_level not in (0, 1, 2, 3, 4):
+            raise ValueError(f"OnnxRuntimeTarget: int4_accuracy_level must be 0, 1, 2, 3 or 4, "
+                             f"got {int4_accuracy_level!r}")
+        if not isinstance(int4_block_size, int) or int4_block_size < 16 \
+                or int4_block_size & (int4_block_size - 1):
+            raise ValueError(f"OnnxRuntimeTarget: int4_block_size must be a power of two >= 16, "
+                             f"got {int4_block_size!r}")
+        self = super().__new__(cls, "onnxruntime")
+        self.int4_accuracy_level = int4_accuracy_level
+        self.int4_block_size = int4_block_size
+        return self
+
+    def __repr__(self) -> str:
+        return (f"OnnxRuntimeTarget(int4_accuracy_level={self.int4_accuracy_level}, "
+                f"int4_block_size={self.int4_block_size})")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_onnxruntime_target, (self.int4_accuracy_level, self.int4_block_size))
+
+
+def _onnxruntime_target(level: int, block: int) -> OnnxRuntimeTarget:
+    return OnnxRuntimeTarget(int4_accuracy_level=level, int4_block_size=block)

@@ -249,3 +249,24 @@ def assert_weights_quantized(model: onnx.ModelProto, *, min_int8: int,
               if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) >= 2
               and min(t.dims) > 1 and not any(a in t.name for a in allow_float)]
     assert not floats, f"float weights left: {floats}"
+
+
+_INT_TYPES = (onnx.TensorProto.INT4, onnx.TensorProto.UINT4, onnx.TensorProto.INT8,
+              onnx.TensorProto.UINT8)
+
+
+def integer_weight_readers(model: onnx.ModelProto) -> collections.Counter[str]:
+    """The node types reading an integer initializer of rank >= 2 (a quantized weight)."""
+    weights = {t.name for t in model.graph.initializer
+               if t.data_type in _INT_TYPES and len(t.dims) >= 2}
+    return collections.Counter(n.op_type for n in model.graph.node
+                               if any(i in weights for i in n.input))
+
+
+def integer_weight_readers_after_load(model: onnx.ModelProto) -> collections.Counter[str]:
+    """`integer_weight_readers` of the model ONNX Runtime runs (after its graph optimizations):
+    empty when it folded every weight's dequantization at load."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "optimized.onnx")
+        ort_session(model, optimized_path=path)
+        return integer_weight_readers(onnx.load(path))

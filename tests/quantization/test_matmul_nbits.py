@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import onnxport
+from onnxport.options import OnnxRuntimeTarget
 from onnxport.passes import run_passes
 from onnxport.passes.onnxruntime.matmul_nbits import FuseMatMulNBitsPass
 from tests.quantization import _helpers as h
@@ -73,27 +74,95 @@ def test_matmul_nbits_matches_eager(dtype, group, asym, shape) -> None:
     _check(model, x, prog)
 
 
+EXACT = OnnxRuntimeTarget(int4_accuracy_level=0)
+
+
 def test_target_onnxruntime_int4_only() -> None:
-    """export(target="onnxruntime") fuses int4 weights; 8-bit ones stay DequantizeLinear (ORT's
+    """export(target=OnnxRuntimeTarget(int4_accuracy_level=0)) fuses int4 weights into exact
+    MatMulNBits; 8-bit ones keep the default target's form, folded to float at load (ORT's
     8-bit float path is slower than DequantizeLinear + MatMul: bench_quantized.py)."""
     x = torch.randn(4, 64)
     model = _model(64, _config(torch.int4, 32))
-    prog = onnxport.export(model, (x,), opset_version=21, target="onnxruntime")
+    prog = onnxport.export(model, (x,), opset_version=21, target=EXACT)
     ops = collections.Counter(n.op_type for n in prog.model.graph)
     assert ops["MatMulNBits"] == 2 and not ops["DequantizeLinear"], ops
+    assert not any("accuracy_level" in n.attributes for n in prog.model.graph)
     _check(model, x, prog)
     model8 = _model(64, _config(torch.int8, 32))
-    prog8 = onnxport.export(model8, (x,), opset_version=21, target="onnxruntime")
+    prog8 = onnxport.export(model8, (x,), opset_version=21, target=EXACT)
     ops8 = collections.Counter(n.op_type for n in prog8.model.graph)
-    assert not ops8["MatMulNBits"] and ops8["DequantizeLinear"] == 2, ops8
+    assert not ops8["MatMulNBits"], ops8
+    assert h.integer_weight_readers(prog8.model_proto) == {"Cast": 2}
     _check(model8, x, prog8)
 
 
 def test_block_size_not_power_of_two_left_alone() -> None:
-    """MatMulNBits needs a power-of-two block >= 16: a group of 24 stays DequantizeLinear."""
+    """MatMulNBits needs a power-of-two block >= 16: a group of 24 keeps the default form."""
     x = torch.randn(4, 48)
     model = _model(48, _config(torch.int4, 24), hidden=48)
     prog = onnxport.export(model, (x,), opset_version=21, target="onnxruntime")
     ops = collections.Counter(n.op_type for n in prog.model.graph)
-    assert ops["DequantizeLinear"] == 2 and not ops["MatMulNBits"], ops
+    assert not ops["MatMulNBits"], ops
+    assert h.integer_weight_readers(prog.model_proto) == {"Cast": 2}
+    _check(model, x, prog)
+
+
+def _acc4_bound(x: np.ndarray, w: np.ndarray, block: int) -> np.ndarray:
+    """The most accuracy level 4 can move x @ w.T: ORT quantizes each block of `block`
+    values of a row of x along K to int8 with scale s = max|x_blk| / 127 (symmetric, round to
+    nearest), so each x_k moves by at most s / 2, and y_n by sum over blocks of
+    (s_blk / 2) * sum_{k in blk} |w_nk|, w the dequantized weight [N, K]."""
+    rows, k = x.shape
+    nb = -(-k // block)
+    xb = np.zeros((rows, nb * block), np.float64)
+    xb[:, :k] = x
+    s = np.abs(xb.reshape(rows, nb, block)).max(-1) / 127            # [rows, nb]
+    wb = np.zeros((w.shape[0], nb * block), np.float64)
+    wb[:, :k] = np.abs(w)
+    wsum = wb.reshape(w.shape[0], nb, block).sum(-1)                  # [N, nb]
+    return (s / 2) @ wsum.T                                           # [rows, N]
+
+
+@pytest.mark.parametrize("group,asym,k", [(32, False, 96), (32, True, 96), (None, False, 80)],
+                         ids=["g32", "g32-asym", "channel-block32"])
+def test_target_default_accuracy_level_4_within_bound(group, asym, k) -> None:
+    """The target's default (the GenAI builder's CPU int4): MatMulNBits accuracy_level 4 and
+    block 32. Not exact: each output within `_acc4_bound` (+1e-5 for float32 summation order)
+    of eager, elementwise; and not equal to it (the integer path was taken)."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(k, 48).eval()
+    from torchao.quantization import quantize_
+    quantize_(model, _config(torch.int4, group, asym))
+    x = torch.randn(16, k) * 2
+    prog = onnxport.export(torch.nn.Sequential(model), (x,), opset_version=21,
+                           target="onnxruntime")
+    nodes = [n for n in prog.model.graph if n.op_type == "MatMulNBits"]
+    assert len(nodes) == 1 and nodes[0].attributes["accuracy_level"].value == 4
+    assert nodes[0].attributes["block_size"].value == 32
+    got = h.run_ort(h.ort_session(prog.model_proto), [x])[0]
+    with torch.no_grad():
+        want = model(x).numpy()
+        w = model.weight.dequantize().numpy() if hasattr(model.weight, "dequantize") \
+            else model.weight.numpy()
+    err = np.abs(got - want)
+    bound = _acc4_bound(x.numpy(), w, 32) + 1e-5
+    assert (err <= bound).all(), float((err / bound).max())
+    assert err.max() > 1e-5
+
+
+def test_onnxruntime_target_options() -> None:
+    """OnnxRuntimeTarget is the target string with options; bad values are refused."""
+    t = OnnxRuntimeTarget(int4_accuracy_level=0, int4_block_size=64)
+    assert t == "onnxruntime" and t.int4_accuracy_level == 0 and t.int4_block_size == 64
+    import pickle
+    assert repr(pickle.loads(pickle.dumps(t))) == repr(t)
+    for bad in ({"int4_accuracy_level": 5}, {"int4_block_size": 24}, {"int4_block_size": 8}):
+        with pytest.raises(ValueError, match="OnnxRuntimeTarget"):
+            OnnxRuntimeTarget(**bad)
+    # per-channel weights are re-blocked with int4_block_size
+    x = torch.randn(4, 128)
+    model = _model(128, _config(torch.int4, None))
+    prog = onnxport.export(model, (x,), opset_version=21, target=t)
+    nodes = [n for n in prog.model.graph if n.op_type == "MatMulNBits"]
+    assert [n.attributes["block_size"].value for n in nodes] == [64, 64]  # fc2: K=32 padded
     _check(model, x, prog)

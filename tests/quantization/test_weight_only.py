@@ -15,9 +15,11 @@ import collections
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import torch
 
 import onnxport
+from onnxport.passes.foldable_weight_dequant import dequantized_weight
 from tests.quantization import _helpers as h
 
 
@@ -55,12 +57,16 @@ def test_int4_weight_only_blocked_dequantize() -> None:
     assert len(int4) == 2, [(t.name, t.data_type) for t in proto.graph.initializer]
     assert not [t.name for t in proto.graph.initializer
                 if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) >= 2]
-    dqs = [{a.name: a.i for a in n.attribute} for n in proto.graph.node
-           if n.op_type == "DequantizeLinear"]
-    # fc1 (K=64): two groups of 32 per row, blocked; fc2 (K=32): one group, i.e. per row
-    assert sorted(dqs, key=len) == [{"axis": 0}, {"axis": 1, "block_size": 32}], dqs
+    # the default target's form (FoldableWeightDequantPass): Cast of the INT4 weight, Reshape
+    # into blocks, Mul by the scales, which ONNX Runtime folds into float weights at load
+    assert h.integer_weight_readers(proto) == {"Cast": 2}, h.integer_weight_readers(proto)
+    assert not h.integer_weight_readers_after_load(proto)
     ops = collections.Counter(n.op_type for n in proto.graph.node)
-    assert ops["Gemm"] == 2
+    assert ops["Gemm"] == 2 and not ops["DequantizeLinear"], ops
+    # read back: fc1 (K=64) two groups of 32 per row, blocked; fc2 (K=32) one group: per row
+    model = ir.from_proto(proto)
+    read = [dequantized_weight(n.inputs[1]) for n in model.graph if n.op_type == "Gemm"]
+    assert sorted((d.axis, d.block) for d in read) == [(0, 0), (1, 32)]
 
 
 def test_int4_weight_only_needs_opset_21() -> None:

@@ -10,6 +10,7 @@ import onnx_ir.passes.common as common
 from onnxport.errors import PassError
 from onnxport.passes.fold_constants import FoldConstantsPass
 from onnxport.passes.fold_scale import FoldScaleIntoGemmPass
+from onnxport.passes.foldable_weight_dequant import FoldableWeightDequantPass
 from onnxport.passes.fuse_attention import FuseAttentionPass
 from onnxport.passes.fuse_dynamic_quant import FuseDynamicQuantMatMulPass
 from onnxport.passes.fuse_fake_quant import FuseFakeQuantPass
@@ -26,7 +27,8 @@ from onnxport.passes.simplify_indexing import SimplifyIndexingPass
 def fusion_passes() -> list[ir.passes.PassBase]:
     """Every fusion pass, in the order they run (the default list runs those that pay off)."""
     return [FuseFakeQuantPass(), FuseLayerNormPass(), FuseRMSNormPass(), FuseGeluPass(), FuseRotaryPass(), FuseAttentionPass(),
-            FuseRowsPass(), FuseGemmPass(), FoldScaleIntoGemmPass(), FuseDynamicQuantMatMulPass()]
+            FuseRowsPass(), FuseGemmPass(), FoldScaleIntoGemmPass(), FuseDynamicQuantMatMulPass(),
+            FoldableWeightDequantPass()]
 
 
 # The fusions `default_passes()` runs: those that made ONNX Runtime (CPU) measurably faster in
@@ -43,8 +45,11 @@ def fusion_passes() -> list[ir.passes.PassBase]:
 # DequantizeLinear, so ORT forms its weight kernels (docs/quantization.md).
 # FoldScaleIntoGemmPass: attention's query scale (below opset 23) as the query Gemm's alpha:
 # one node and one elementwise pass a layer fewer (BERT, ViT, Llama encoders).
+# FoldableWeightDequantPass (last): weight-only DequantizeLinear as Cast/Mul arithmetic ORT folds
+# at load: int4 MLP 512-2048-512 at float's latency instead of 18x it (docs/quantization.md).
 DEFAULT_FUSIONS = (FuseFakeQuantPass, FuseLayerNormPass, FuseRMSNormPass, FuseGeluPass, FuseRotaryPass, FuseAttentionPass,
-                   FuseRowsPass, FuseGemmPass, FoldScaleIntoGemmPass, FuseDynamicQuantMatMulPass)
+                   FuseRowsPass, FuseGemmPass, FoldScaleIntoGemmPass, FuseDynamicQuantMatMulPass,
+                   FoldableWeightDequantPass)
 
 
 # PretransposeWeightsPass is not in the default list: a weight stored transposed keeps its
@@ -74,13 +79,16 @@ TARGETS = ("onnx", "onnxruntime")
 
 def target_passes(target: str) -> list[ir.passes.PassBase]:
     """The passes a target adds after the default ones: none for standard ONNX ("onnx");
-    ONNX Runtime's contrib-op rewrites for "onnxruntime"."""
+    ONNX Runtime's contrib-op rewrites for "onnxruntime" (an `OnnxRuntimeTarget` sets their
+    options)."""
     if target == "onnx":
         return []
     if target == "onnxruntime":
+        from onnxport.options import OnnxRuntimeTarget
         from onnxport.passes.onnxruntime import onnxruntime_passes
 
-        return onnxruntime_passes()
+        return onnxruntime_passes(target if isinstance(target, OnnxRuntimeTarget)
+                                  else OnnxRuntimeTarget())
     raise ValueError(f"target must be one of {', '.join(map(repr, TARGETS))}, got {target!r}")
 
 
@@ -111,6 +119,6 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase] | None = No
 
 
 PassFactory = Callable[[], ir.passes.PassBase]
-__all__ = ["FoldConstantsPass", "FoldScaleIntoGemmPass", "FuseAttentionPass", "FuseFakeQuantPass", "FuseGeluPass", "FuseGemmPass", "FuseLayerNormPass",
+__all__ = ["FoldConstantsPass", "FoldScaleIntoGemmPass", "FoldableWeightDequantPass", "FuseAttentionPass", "FuseFakeQuantPass", "FuseGeluPass", "FuseGemmPass", "FuseLayerNormPass",
            "FuseRMSNormPass", "FuseRotaryPass", "FuseRowsPass", "PretransposeWeightsPass", "SimplifyIndexingPass", "cleanup_passes", "default_passes",
            "fusion_passes", "run_passes", "target_passes", "transposed_weights", "TARGETS"]

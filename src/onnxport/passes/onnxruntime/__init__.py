@@ -8,13 +8,20 @@ lists them in the order they run, after the default passes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import onnx_ir as ir
+
+if TYPE_CHECKING:
+    from onnxport.options import OnnxRuntimeTarget
 
 CONTRIB_DOMAIN = "com.microsoft"
 
 
-def onnxruntime_passes() -> list[ir.passes.PassBase]:
-    """The contrib-op passes of the ONNX Runtime target, in order."""
+def onnxruntime_passes(options: OnnxRuntimeTarget | None = None) -> list[ir.passes.PassBase]:
+    """The contrib-op passes of the ONNX Runtime target, in order (`options`: the int4
+    accuracy level and block size, `OnnxRuntimeTarget()`'s by default)."""
+    from onnxport.options import OnnxRuntimeTarget
     from onnxport.passes.fuse_fake_quant import FuseFakeQuantPass
     from onnxport.passes.onnxruntime.fuse_group_query_attention import FuseGroupQueryAttentionPass
     from onnxport.passes.onnxruntime.fuse_moe import FuseMoEPass
@@ -29,11 +36,15 @@ def onnxruntime_passes() -> list[ir.passes.PassBase]:
     # in a graph with a KV cache); see fuse_skip_norm.py.
     # MoE: a mixture-of-experts layer (router logits, two grouped expert products and the
     # routing glue between them) whose semantics ORT's kernel has, checked by running the glue.
+    options = options or OnnxRuntimeTarget()
     return [FuseGroupQueryAttentionPass(),
             FuseMoEPass(),
             FuseFakeQuantPass(exact=False),  # also x * (1/s) activations: one step at a tie
             FuseSkipNormPass(max_elements=512, layer_norm=False, decode_rows=True),
-            FuseMatMulNBitsPass(bits=(4,)),  # int4 only: ORT's 8-bit fp32 path is slower (matmul_nbits.py)
+            # int4 only: ORT's 8-bit fp32 path is slower (matmul_nbits.py); accuracy level 4 (the
+            # builder's) is faster than float in prefill and decode (docs/quantization.md)
+            FuseMatMulNBitsPass(bits=(4,), accuracy_level=options.int4_accuracy_level,
+                                block_size=options.int4_block_size),
             Uint8WeightsPass()]  # int8 weights as uint8: ORT's exact U8U8 kernels (uint8_weights.py)
 
 

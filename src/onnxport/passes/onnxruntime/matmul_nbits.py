@@ -9,7 +9,8 @@ weight, in any of the layouts the translations and other exporters write:
     Gemm(A, DequantizeLinear(W[K, N], ...), [bias], transB=0)
 
 and the per-output-channel (axis along N, no block size) and per-tensor forms of each, which
-are the blocked form with every block of a row sharing its scale. W is a 4-bit (INT4/UINT4)
+are the blocked form with every block of a row sharing its scale; each also with the weight
+as the Cast/Reshape/Sub/Mul arithmetic FoldableWeightDequantPass (a default pass) writes. W is a 4-bit (INT4/UINT4)
 or 8-bit (INT8/UINT8) constant. It becomes
 
     com.microsoft.MatMulNBits(A, B, scales, [zero_points], bias=...)   K, N, bits, block_size
@@ -20,8 +21,9 @@ values of each block packed along K (4 bits: the first value in the low nibble);
 same way, omitted when they are all the default 2^(bits-1). Signed weights are stored as
 unsigned (q + 2^(bits-1), zero point + 2^(bits-1)): the same (q - zero_point) * scale.
 block_size must be a power of two >= 16: a blocked DequantizeLinear of another block size is
-left alone; per channel / per tensor take `block_size` 128 (32 when K < 128), K padded to
-whole blocks (with zero-point values, which multiply nothing).
+left alone; per channel / per tensor take the pass's `block_size` (32, as ONNX Runtime GenAI's
+builder for CPU int4), K padded to whole blocks (with zero-point values, which multiply
+nothing).
 
 `accuracy_level` (default 0: A stays float32, the weight is dequantized exactly and the sum
 is a float32 matmul, matching DequantizeLinear + MatMul up to summation order) is passed to
@@ -34,6 +36,7 @@ import numpy as np
 import onnx_ir as ir
 
 from onnxport.passes import _fusion as f
+from onnxport.passes.foldable_weight_dequant import dequantized_weight
 from onnxport.passes.onnxruntime import CONTRIB_DOMAIN
 
 _BITS = {ir.DataType.INT4: (4, True), ir.DataType.UINT4: (4, False),
@@ -70,59 +73,53 @@ class _Weight:
         self.block, self.bits, self.signed = block, bits, signed
 
 
-def _read_weight(dq: ir.Node, n_axis: int) -> _Weight | None:
-    """The weight of DequantizeLinear `dq` whose output is [K, N] (`n_axis` 1) or [N, K]
-    (`n_axis` 0), as [N, K]; None when it is not a constant 4/8-bit 2-D weight."""
-    w, scale = dq.inputs[0], dq.inputs[1]
-    zero = dq.inputs[2] if len(dq.inputs) > 2 else None
-    if w is None or w.dtype not in _BITS or w.shape is None or len(w.shape) != 2:
+def _read_weight(value: ir.Value | None, n_axis: int, block_size: int
+                 ) -> tuple[_Weight, list[ir.Node]] | None:
+    """The constant weight `value` dequantizes (DequantizeLinear, or the arithmetic
+    FoldableWeightDequantPass writes), [K, N] (`n_axis` 1) or [N, K] (`n_axis` 0), as [N, K]
+    with the nodes computing it; None when it is not a 4/8-bit 2-D weight. Per channel and per
+    tensor weights take `block_size`."""
+    d = dequantized_weight(value)
+    if d is None or d.dtype not in _BITS or d.q.ndim != 2:
         return None
-    q, s = f.constant(w), f.constant(scale)
-    z = None if zero is None else f.constant(zero)
-    if q is None or s is None or (zero is not None and z is None):
-        return None
-    if s.dtype != np.float32 or q.ndim != 2:
-        return None
-    bits, signed = _BITS[w.dtype]
-    q = q.astype(np.int32)
+    bits, signed = _BITS[d.dtype]
+    q, s, z = d.q, d.scale, d.zero
     if n_axis == 1:
         q = q.T
     n, k = q.shape
-    axis = int(_attr(dq, "axis", 1))
-    axis = axis + 2 if axis < 0 else axis
-    block = int(_attr(dq, "block_size", 0))
     k_axis = 1 - n_axis
+    block = d.block
     if block:
-        if axis != k_axis or not _pow2(block) or s.ndim != 2:
+        if d.axis != k_axis or not _pow2(block):
             return None
-        nb = -(-k // block)
         s = s.T if n_axis == 1 else s
         z = None if z is None else (z.T if n_axis == 1 else z)
-        if s.shape != (n, nb) or (z is not None and z.shape != (n, nb)):
-            return None
     else:
-        if s.size == 1:
-            s_row, z_row = np.full(n, s.reshape(())), None if z is None else \
-                np.full(n, z.reshape(()))
-        elif s.ndim == 1 and s.size == n and axis == n_axis:
+        if s.ndim == 0:
+            s_row, z_row = np.full(n, s), None if z is None else np.full(n, z)
+        elif d.axis == n_axis:
             s_row, z_row = s, z
         else:
             return None
-        block = 128 if k >= 128 else 32
+        block = block_size
         nb = -(-k // block)
         s = np.repeat(s_row.reshape(n, 1), nb, 1)
         z = None if z_row is None else np.repeat(np.asarray(z_row).reshape(n, 1), nb, 1)
     return _Weight(q, s.astype(np.float32), None if z is None else np.asarray(z, np.int32),
-                   block, bits, signed)
+                   block, bits, signed), d.nodes
 
 
 class FuseMatMulNBitsPass(f.MatchRewritePass):
     """MatMul/Gemm of a 4- or 8-bit dequantized constant weight as com.microsoft.MatMulNBits."""
 
-    def __init__(self, bits: tuple[int, ...] = (4, 8), accuracy_level: int = 0) -> None:
+    def __init__(self, bits: tuple[int, ...] = (4, 8), accuracy_level: int = 0,
+                 block_size: int = 32) -> None:
         super().__init__()
+        if not _pow2(block_size):
+            raise ValueError(f"block_size must be a power of two >= 16, got {block_size}")
         self.bits = bits
         self.accuracy_level = accuracy_level
+        self.block_size = block_size
 
     op_types = ("Gemm", "MatMul")
 
@@ -142,8 +139,7 @@ class FuseMatMulNBitsPass(f.MatchRewritePass):
             if _attr(node, "transA", 0) or _attr(node, "alpha", 1.0) != 1.0 \
                     or _attr(node, "beta", 1.0) != 1.0:
                 return None
-            dq = f.producer(node.inputs[1], "DequantizeLinear")
-            chain = [dq]
+            w, chain = node.inputs[1], []
             n_axis = 0 if _attr(node, "transB", 0) else 1
             bias = node.inputs[2] if len(node.inputs) > 2 else None
         else:
@@ -152,19 +148,16 @@ class FuseMatMulNBitsPass(f.MatchRewritePass):
                 perm = transpose.attributes.get("perm")
                 if perm is not None and list(perm.as_ints()) != [1, 0]:
                     return None
-                dq, n_axis = f.producer(transpose.inputs[0], "DequantizeLinear"), 0
-                chain = [transpose, dq]
+                w, n_axis, chain = transpose.inputs[0], 0, [transpose]
             else:
-                dq, n_axis = f.producer(node.inputs[1], "DequantizeLinear"), 1
-                chain = [dq]
-        if dq is None:
+                w, n_axis, chain = node.inputs[1], 1, []
+        read = _read_weight(w, n_axis, self.block_size)
+        if read is None or read[0].bits not in self.bits:
             return None
-        weight = _read_weight(dq, n_axis)
-        if weight is None or weight.bits not in self.bits:
-            return None
+        weight = read[0]
         if weight.q.shape[1] != (a.shape[-1] if a.shape is not None else None):
             return None
-        return [n for n in chain if n is not None], weight, bias
+        return chain + read[1], weight, bias
 
     def _rewrite(self, graph: ir.Graph, namer: f.Namer, node: ir.Node, chain: list[ir.Node],
                  weight: _Weight, bias: ir.Value | None) -> None:
