@@ -8,7 +8,9 @@ the memory on top of the model's own stays about twice the chunk.
 
 onnxport names ONNX values after their FX nodes (`<name>__<i>` for the outputs of a tuple);
 a value the optimizer removed (fused, folded into a weight) or that aliases another has no
-ONNX value of that name and cannot be compared: it is listed as such, never as a mismatch.
+ONNX value of that name, and a value the optimizer kept the name of but gave another layout
+(another rank or static dim than PyTorch's) holds something else: neither can be compared,
+both are listed as such, never as a mismatch.
 Values computed from weights alone are fetched in sessions of their own, so exposing them
 never keeps ONNX Runtime from fusing them into their consumers (e.g. DequantizeLinear +
 MatMul into MatMulNBits) in the sessions that compare the values that depend on the inputs.
@@ -195,6 +197,12 @@ class _Sessions:
     def has(self, name: str) -> bool:
         return name in self.values or name in self.carried
 
+    def declared_shape(self, name: str) -> ir.Shape | None:
+        """The shape the model declares for value `name` (as PyTorch's, for carried rows)."""
+        if name in self.values:
+            return self.values[name].shape
+        return ir.Shape(self.carried[name][1])
+
     def run(self, feed: Mapping[str, Any], names: Sequence[str]) -> dict[str, torch.Tensor]:
         """The named values (and nothing else) of one run of the model on `feed`."""
         from onnxport.program import _run_session
@@ -260,6 +268,23 @@ def _carried_as_rows(values: Mapping[str, ir.Value]) -> dict[str, tuple[str, lis
     return carried(values)
 
 
+def _same_layout(declared: ir.Shape | None, expected: torch.Tensor) -> bool:
+    """Whether a value declared with `declared` can hold PyTorch's `expected`: the same rank
+    and the same static dims. An optimizer pass may keep a name on a value of another
+    layout (e.g. the keys of grouped-query attention before their heads are repeated):
+    that value is not comparable. A 0-d PyTorch value may be a 1-element ONNX one."""
+    if declared is None:
+        return True
+    if expected.is_complex():
+        expected = torch.view_as_real(expected)
+    if expected.dim() == 0:
+        return all(isinstance(d, ir.SymbolicDim) or int(d) == 1 for d in declared)
+    if len(declared) != expected.dim():
+        return False
+    return all(isinstance(d, ir.SymbolicDim) or int(d) == n
+               for d, n in zip(declared, expected.shape))
+
+
 def session_options(level: str = "default", base: Any = None) -> Any:
     """ONNX Runtime session options: the program's (`base`), with graph optimizations
     "default" (as given, ORT_ENABLE_ALL unless set) or "off" (ORT_DISABLE_ALL)."""
@@ -310,7 +335,8 @@ def compare_intermediates(program: Any, feed: Mapping[str, Any], items: Iterable
 
     try:
         for item in items:
-            if not sessions.has(item.onnx_name):
+            if not sessions.has(item.onnx_name) or \
+                    not _same_layout(sessions.declared_shape(item.onnx_name), item.expected):
                 missing.append(item.name)
                 continue
             pending[item.constant].append(item)
