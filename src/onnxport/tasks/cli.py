@@ -31,6 +31,11 @@ examples:
   onnxport export --model ./llama-7b --dtype float16 --stream-weights ./llama-7b-onnx
         weights streamed from the checkpoint files into model.onnx.data (never all in
         memory); chosen on its own when the model would not fit (docs/cli.md)
+  onnxport export --model ./tiny-llama --target onnxruntime --quantize int4 ./llama-int4
+        GroupQueryAttention, SkipSimplifiedLayerNormalization and int4 MatMulNBits (opset
+        21), for onnxruntime-genai and optimum; validated against float eager within the
+        quantization's own error (docs/cli.md, "Quantized export")
+  onnxport export --model ./mixtral --target onnxruntime ./mixtral-ort   (com.microsoft.MoE)
   onnxport export --example mlp -o mlp.onnx --verify
   onnxport export my_pkg.models:make_model -o model.onnx
 
@@ -88,6 +93,23 @@ def add_export_options(parser: argparse.ArgumentParser) -> None:
                         "into the external data, for checkpoints larger than memory (default: "
                         "when loading and validating in memory would need more than 80%% of "
                         "the available memory); --no-stream-weights: always load the model")
+    g.add_argument("--target", choices=["onnx", "onnxruntime"], default="onnx",
+                   help="onnx (default): standard ONNX any runtime loads; onnxruntime: ONNX "
+                        "Runtime's fused contrib ops (GroupQueryAttention, "
+                        "SkipSimplifiedLayerNormalization, MoE, MatMulNBits)")
+    g.add_argument("--quantize", choices=["int4", "int8"], default=None,
+                   help="round-to-nearest weights in blocks (the Linears and the LM head; "
+                        "embeddings stay float), as the GenAI builder's -p int4; picks "
+                        "opset 21; MatMulNBits with --target onnxruntime")
+    g.add_argument("--block-size", type=int, default=None,
+                   help="--quantize block along the input features (default 32; 0: int8 "
+                        "per output channel)")
+    g.add_argument("--asymmetric", action="store_true",
+                   help="--quantize with unsigned values and a zero point per block "
+                        "(default: signed, no zero point, as the builder)")
+    g.add_argument("--accuracy-level", type=int, choices=[0, 1, 2, 3, 4], default=None,
+                   help="MatMulNBits accuracy level of int4 weights under --target "
+                        "onnxruntime (default 4, the builder's: int8 activations; 0: float)")
     g.add_argument("--verbose", action="store_true",
                    help="also show other libraries' warnings and log lines (torch, torchao, "
                         "transformers); by default only onnxport's own lines and warnings show")
@@ -188,9 +210,11 @@ def _quiet_libraries(verbose: bool = False) -> None:
 
 
 def _usage_error(e: BaseException) -> bool:
+    from onnxport.errors import QuantizationError
     from onnxport.tasks.errors import OutputDirError, UnknownTaskError, UnsupportedTaskError
 
-    return isinstance(e, (UnknownTaskError, UnsupportedTaskError, OutputDirError))
+    return isinstance(e, (UnknownTaskError, UnsupportedTaskError, OutputDirError,
+                          QuantizationError)) or type(e).__name__ == "TaskError"
 
 
 # -- verbs ---------------------------------------------------------------------------------------
@@ -212,7 +236,11 @@ def run_export(ns: argparse.Namespace, output_dir: str | None) -> int:
             batch_size=ns.batch_size, sequence_length=ns.sequence_length,
             trust_remote_code=ns.trust_remote_code, report=getattr(ns, "report", False),
             validate=not ns.no_validate, optimize=not getattr(ns, "no_optimize", False),
-            stream_weights=getattr(ns, "stream_weights", None), progress=say,
+            stream_weights=getattr(ns, "stream_weights", None),
+            target=getattr(ns, "target", "onnx"), quantize=getattr(ns, "quantize", None),
+            block_size=getattr(ns, "block_size", None),
+            symmetric=not getattr(ns, "asymmetric", False),
+            accuracy_level=getattr(ns, "accuracy_level", None), progress=say,
             save_progress=saving)
     except ValidationError as e:
         close()

@@ -26,6 +26,12 @@ import torch
 from onnxport.errors import OnnxExporterError
 from onnxport.tasks import checkpoint, registry, streaming
 from onnxport.tasks.errors import OutputDirError, TaskError, TaskExportError, ValidationError
+from onnxport.tasks.quantized import (
+    QuantizeSpec,
+    quantization_error,
+    quantize_program,
+    rtn_weights,
+)
 from onnxport.tasks.validate import (
     Row,
     check_runtime_dtype,
@@ -112,6 +118,9 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
                       trust_remote_code: bool = False, report: bool = False,
                       validate: bool = True, optimize: bool = True,
                       stream_weights: bool | None = None,
+                      target: str = "onnx", quantize: str | None = None,
+                      block_size: int | None = None, symmetric: bool = True,
+                      accuracy_level: int | None = None,
                       progress: Callable[[str], None] | None = None,
                       save_progress: Callable[[str, int, int], None] | None = None,
                       ) -> ExportResult:
@@ -142,6 +151,22 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
             checkpoint into the external data (`.onnx.data`), for checkpoints larger than
             memory; False: load the model in memory; None: streamed when loading (and
             validating) in memory would need more than 80% of the available memory.
+        target: "onnx" (default): standard ONNX; "onnxruntime": ONNX Runtime's fused
+            contrib ops (GroupQueryAttention, SkipSimplifiedLayerNormalization, MoE,
+            MatMulNBits), the same target as `onnxport.export(..., target="onnxruntime")`,
+            for every graph of the task. An `onnxport.options.OnnxRuntimeTarget` is passed
+            on as it is.
+        quantize: "int4" or "int8": round-to-nearest weights in blocks of `block_size` along
+            K (`onnxport.quantize`) for every MatMul/Gemm weight (Linears and the LM head;
+            embeddings stay float), as the GenAI builder's `-p int4`; opset 21 is chosen
+            when `opset` is None. Standard DequantizeLinear + MatMul on the default target,
+            MatMulNBits under "onnxruntime". Validation then follows the rule of
+            docs/cli.md ("Quantized export").
+        block_size: The quantization block along K (default 32; 0: int8 per channel).
+        symmetric: Signed weights without zero points (default, the builder's), or
+            unsigned with a zero point per block.
+        accuracy_level: MatMulNBits' accuracy level for int4 under "onnxruntime" (0: float
+            activations; 4, the target's default: int8 activations, faster).
         progress: Called with a line per step (load, export, save, validate).
         save_progress: Called as `save_progress(filename, bytes_written, total_bytes)`
             while weights are written to external data.
@@ -154,12 +179,18 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
         CheckpointError, WeightsError: the checkpoint cannot be read.
         UnknownTaskError, UnsupportedTaskError: the task is unknown or not the model's.
         OutputDirError: `output_dir` is not empty and `overwrite` is False.
+        TaskError: an option the others exclude (quantize with streamed weights or an
+            opset below 21, accuracy_level without target="onnxruntime").
         OnnxExporterError: the export failed (the folder is not created).
         ValidationError: ORT differs from eager; the files are kept in `output_dir`.
     """
     say = progress or (lambda line: None)
     model_dir, out = Path(model_dir), Path(output_dir).absolute()
     torch_dtype = parse_dtype(dtype)
+    target = _parse_target(target, accuracy_level)
+    qspec = QuantizeSpec.parse(quantize, block_size=block_size, symmetric=symmetric)
+    if qspec is not None:
+        opset = qspec.opset(opset)
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     config = checkpoint.load_config(model_dir, trust_remote_code=trust_remote_code)
@@ -169,7 +200,11 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
     say(f"task: {task_name} ({reason})")
     if validate:
         check_runtime_dtype(torch_dtype)  # before any work: ORT's CPU provider may lack it
-    plan, weights = _plan_route(model_dir, config, torch_dtype, stream_weights, validate)
+    if qspec is not None and stream_weights:
+        raise TaskError("--quantize reads the weights in memory to round them; it cannot be "
+                        "combined with --stream-weights")
+    plan, weights = _plan_route(model_dir, config, torch_dtype,
+                                False if qspec is not None else stream_weights, validate)
     say(f"route: {'streamed weights' if plan.stream else 'in memory'} ({plan.reason})")
     if plan.stream:
         assert weights is not None
@@ -207,6 +242,7 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
     rows: list[Row] = []
     checks: list[streaming.Check] = []
     not_validated = ""
+    layouts: dict[str, dict[str, str]] = {}  # file -> the quantized weights' layouts
     try:
         seconds["export"] = seconds["save"] = 0.0
         for spec in specs:
@@ -214,6 +250,8 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
             say(f"exporting {spec.filename}: capture, translate, optimize")
             kwargs: dict[str, Any] = {"opset_version": opset, "optimize": optimize,
                                       "report": report, "artifacts_dir": str(staging)}
+            if target != "onnx":
+                kwargs["target"] = target
             with torch.no_grad(), _without_fake_tensor_cache():
                 try:
                     if spec.export is not None:
@@ -235,6 +273,13 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
                     f"{len(applied.converted)} converted), "
                     f"{len(applied.kept) + len(applied.materialized)} computed by the model "
                     f"(buffers checkpoints do not hold)")
+            if qspec is not None:
+                done = quantize_program(program, qspec, target)
+                layouts[spec.filename] = done.layouts
+                say(f"quantized {len(done.nodes)} weights of {spec.filename} to int{qspec.bits} "
+                    f"(round to nearest, "
+                    + (f"blocks of {qspec.block_size}" if qspec.block_size else "per channel")
+                    + (", symmetric)" if qspec.symmetric else ", zero points)"))
             seconds["export"] += time.perf_counter() - t0
             t0 = time.perf_counter()
             bytes_done = (None if save_progress is None else
@@ -289,6 +334,10 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
             tol = default_atol(model_dtype) if atol is None else atol
             for spec in specs:
                 shapes = spec.shapes if dynamic else spec.shapes[:1]
+                if qspec is not None and layouts.get(spec.filename):
+                    rows += _validate_quantized(spec, staging / spec.filename, model,
+                                                layouts[spec.filename], qspec, tol, shapes, say)
+                    continue
                 say(f"validating {spec.filename} at {len(shapes)} shapes (atol {tol:g})")
                 rows += validate_graph(spec, staging / spec.filename, atol=tol, shapes=shapes)
             seconds["validate"] = time.perf_counter() - t0
@@ -308,6 +357,43 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
             f"files are kept for inspection in {out}\n{result.table}",
             output_dir=str(out), table=result.table)
     return result
+
+
+def _parse_target(target: str, accuracy_level: int | None) -> str:
+    if target not in ("onnx", "onnxruntime"):
+        raise TaskError(f"unknown target {target!r}; choose onnx or onnxruntime")
+    if accuracy_level is None:
+        return target
+    if target != "onnxruntime":
+        raise TaskError("accuracy_level (--accuracy-level) is an option of "
+                        "target='onnxruntime' (MatMulNBits)")
+    from onnxport import options
+
+    make = getattr(options, "OnnxRuntimeTarget", None)
+    if make is None:
+        raise TaskError("this onnxport has no ONNX Runtime target options (accuracy_level)")
+    try:
+        return make(int4_accuracy_level=accuracy_level)
+    except ValueError as e:
+        raise TaskError(str(e)) from None
+
+
+def _validate_quantized(spec: Any, path: Path, model: torch.nn.Module, layouts: dict[str, str],
+                        qspec: QuantizeSpec, atol: float, shapes: list[dict[str, int]],
+                        say: Callable[[str], None]) -> list[Row]:
+    """The two comparisons of a quantized graph (tasks/quantized.py): with the eager model
+    carrying the RTN weights within e_q + atol, with the float eager model within
+    2 e_q + atol; rows labelled by reference."""
+    e_q = quantization_error(spec, model, layouts, qspec, shapes)
+    say(f"validating {spec.filename} at {len(shapes)} shapes: RTN changes eager's outputs by "
+        f"up to {e_q:.3g}; tolerance {e_q + atol:.3g} against eager with the quantized "
+        f"weights, {2 * e_q + atol:.3g} against float eager")
+    with rtn_weights(model, layouts, qspec):
+        exact = validate_graph(spec, path, atol=e_q + atol, shapes=shapes)
+    plain = validate_graph(spec, path, atol=2 * e_q + atol, shapes=shapes)
+    return ([dataclasses.replace(r, file=f"{r.file} vs eager RTN-int{qspec.bits}")
+             for r in exact]
+            + [dataclasses.replace(r, file=f"{r.file} vs eager float") for r in plain])
 
 
 def _without_fake_tensor_cache() -> Any:
