@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Row", "check_runtime_dtype", "default_atol", "format_table", "validate_graph"]
+__all__ = ["Row", "check_runtime_dtype", "default_atol", "format_table",
+           "locate_first_wrong_node", "validate_graph"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +27,8 @@ class Row:
     atol: float
     ok: bool
     note: str = ""
+    # On the first failing row of a file: the first wrong node (find_first_divergence).
+    first_wrong_node: str = ""
 
 
 def default_atol(dtype: torch.dtype) -> float:
@@ -103,10 +106,46 @@ def _float_dtype(module: torch.nn.Module) -> torch.dtype:
     return next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)
 
 
+def locate_first_wrong_node(spec: Any, path: str | os.PathLike[str],
+                            feeds: dict[str, torch.Tensor]) -> str:
+    """The first wrong node of the file at `path` at the inputs `feeds`, as text.
+
+    The module is captured again as the export captured it (onnxport's generic export, or
+    the spec's own), so its FX graph names the file's values; the file itself (its graph and
+    weights) is what runs in ONNX Runtime (`onnxport.verification.find_first_divergence`).
+    """
+    import onnx_ir as ir
+
+    from onnxport.program import ONNXProgram
+    from onnxport.verify.localize import find_first_divergence
+
+    try:
+        first = spec.make_inputs(spec.shapes[0])
+        with torch.no_grad():
+            if spec.export is not None:
+                captured = spec.export(dynamic=True)
+            else:
+                from onnxport._api import export
+
+                captured = export(spec.module, tuple(first[n] for n in spec.input_names),
+                                  input_names=spec.input_names, output_names=spec.output_names,
+                                  dynamic_shapes={n: dict(spec.dims.get(n, {})) or None
+                                                  for n in spec.input_names})
+        program = ONNXProgram(ir.load(str(path)), captured.exported_program)
+        report = find_first_divergence(program, tuple(feeds[n] for n in spec.input_names), {})
+    except Exception as e:  # noqa: BLE001  (the mismatch row stays the result)
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return f"(locating the first wrong node failed: {type(e).__name__}: {detail})"[:300]
+    return str(report)
+
+
 def validate_graph(spec: Any, path: str | os.PathLike[str], *, atol: float,
                    shapes: list[dict[str, int]] | None = None,
-                   seed: int = 0) -> list[Row]:
+                   seed: int = 0, locate: bool = True) -> list[Row]:
     """Compare the file at `path` with `spec`'s eager outputs at each of `shapes`.
+
+    With `locate`, the first row over the tolerance also names the first wrong node of
+    the graph at that shape (`Row.first_wrong_node`; `format_table` prints it).
 
     Raises:
         UnsupportedDtypeError: ONNX Runtime's CPU provider has no kernel for an op of the
@@ -169,6 +208,10 @@ def validate_graph(spec: Any, path: str | os.PathLike[str], *, atol: float,
             rows.append(Row(file, label, name, tuple(a.shape), diff, atol,
                             finite and diff <= atol,
                             "" if finite else "non-finite values differ"))
+            if locate and not rows[-1].ok:
+                locate = False   # once per file: the first failing shape
+                rows[-1] = dataclasses.replace(
+                    rows[-1], first_wrong_node=locate_first_wrong_node(spec, path, feeds))
     return rows
 
 
@@ -184,4 +227,7 @@ def format_table(rows: list[Row]) -> str:
     out = []
     for line in lines:
         out.append("  ".join(c.ljust(w) for c, w in zip(line, widths)) + "  " + line[-1])
+    for r in rows:
+        if r.first_wrong_node:
+            out.append(f"{r.file} at {r.shape_label}: " + r.first_wrong_node)
     return "\n".join(out)
