@@ -130,6 +130,8 @@ def first_wrong_node(program: Any, args: Sequence[Any], kwargs: Mapping[str, Any
         return None, "(no exported program: the first wrong node cannot be located)"
     from onnxport.verify.localize import find_first_divergence
 
+    # The comparison's sessions hold the weights: drop the one the check used meanwhile.
+    program.release()
     try:
         report = find_first_divergence(program, tuple(args), dict(kwargs or {}))
     except Exception as e:  # noqa: BLE001  (the mismatch stays the error reported)
