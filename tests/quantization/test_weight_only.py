@@ -80,3 +80,19 @@ def test_int4_weight_only_needs_opset_21() -> None:
         assert "opset 21" in str(e)
     else:
         raise AssertionError("exported blocked quantization at opset 18")
+
+
+def test_int4_asymmetric_and_int8_groups_fold_at_load() -> None:
+    """Zero points (torchao's asymmetric int4: a Sub in the arithmetic) and int8 groups: the
+    default target matches eager within 1e-5 and ONNX Runtime folds every weight at load."""
+    from torchao.quantization import IntxWeightOnlyConfig, MappingType
+    from torchao.quantization.granularity import PerGroup
+
+    for dtype in (torch.int4, torch.int8):
+        proto = _run(_quantized(IntxWeightOnlyConfig(
+            weight_dtype=dtype, granularity=PerGroup(32),
+            mapping_type=MappingType.ASYMMETRIC)), 21)
+        ops = collections.Counter(n.op_type for n in proto.graph.node)
+        assert not ops["DequantizeLinear"] and ops["Sub"] >= 1, ops
+        assert h.integer_weight_readers(proto) == {"Cast": 2}
+        assert not h.integer_weight_readers_after_load(proto)
