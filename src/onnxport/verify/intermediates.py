@@ -33,6 +33,7 @@ import torch
 __all__ = ["VerificationInfo", "Compared", "compare_intermediates", "fx_values",
            "DEFAULT_CHUNK_BYTES"]
 
+_ROWS_SUFFIX = "__rows"
 # Values fetched from ONNX Runtime per session run (PyTorch holds as much again).
 DEFAULT_CHUNK_BYTES = 256 * 1024**2
 # The bins of the difference histograms (torch.onnx 2.13's).
@@ -180,6 +181,13 @@ class _Sessions:
         self.providers = providers
         self.values = _values_by_name(program.model.graph)
         self.carried = _carried_as_rows(self.values)
+        # FuseRowsPass's 2-D values whose metadata a later rewrite dropped keep the name
+        # `<name>__rows`: compared reshaped to PyTorch's shape (same element order).
+        for name in self.values:
+            original = name.removesuffix(_ROWS_SUFFIX)
+            if name.endswith(_ROWS_SUFFIX) and original not in self.values \
+                    and original not in self.carried:
+                self.carried[original] = (name, None)
         model, self._tempdir = program._session_model()
         if isinstance(model, bytes):
             self.proto = onnx.ModelProto.FromString(model)
@@ -201,7 +209,8 @@ class _Sessions:
         """The shape the model declares for value `name` (as PyTorch's, for carried rows)."""
         if name in self.values:
             return self.values[name].shape
-        return ir.Shape(self.carried[name][1])
+        shape = self.carried[name][1]
+        return None if shape is None else ir.Shape(shape)
 
     def run(self, feed: Mapping[str, Any], names: Sequence[str]) -> dict[str, torch.Tensor]:
         """The named values (and nothing else) of one run of the model on `feed`."""
@@ -231,7 +240,7 @@ class _Sessions:
                 got[name] = results[name]
             else:
                 stored, shape = self.carried[name]
-                got[name] = results[stored].reshape(shape)
+                got[name] = results[stored] if shape is None else results[stored].reshape(shape)
         return got
 
     def _session(self) -> Any:

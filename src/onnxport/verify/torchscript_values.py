@@ -124,6 +124,12 @@ def torchscript_case(model: Any, args: Any, kwargs: Any, **options: Any) -> Torc
     """The TorchScript flavour's case for `find_first_divergence(..., dynamo=False)`."""
     if args is None:
         raise TypeError("find_first_divergence(model, args, dynamo=False) needs the inputs")
+    from onnxport.program import ONNXProgram
+
+    if isinstance(model, ONNXProgram):
+        raise TypeError("find_first_divergence(..., dynamo=False) takes the model, not its "
+                        "ONNXProgram: the model is traced and translated again, so that its "
+                        "traced values can be named")
     if not isinstance(model, torch.nn.Module) and not callable(model):
         raise TypeError(f"find_first_divergence(dynamo=False) takes the model (an nn.Module or "
                         f"function), got {type(model).__name__}")
