@@ -187,3 +187,16 @@ def test_chunks_give_the_same_comparisons() -> None:
     wrong = [c.info.name for c in one if c.error > 1e-3]
     assert wrong[0] == "tanh" and wrong == [c.info.name for c in many if c.error > 1e-3]
     assert missing_one == missing_many
+
+
+def test_static_llama_values_carried_as_rows_are_compared() -> None:
+    """With static shapes, FuseRowsPass carries the Linears' values as 2-D `<name>__rows`
+    values; they are compared too (the wrong silu's input is, within rounding)."""
+    program = onnxport.export(m.llama(), (m.ids(1, 8),),
+                              custom_translation_table={
+                                  torch.ops.aten.silu.default: m.silu_wrong_in_layer_1})
+    assert any(v.name == "linear_11__rows" for n in program.model.graph for v in n.outputs)
+    first = find_first_divergence(program).first
+    assert first is not None and first.name == "silu_1"
+    assert [(i.name, i.error is not None and i.error < 1e-5) for i in first.inputs] == \
+        [("linear_11", True)]
