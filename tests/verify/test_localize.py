@@ -200,3 +200,24 @@ def test_static_llama_values_carried_as_rows_are_compared() -> None:
     assert first is not None and first.name == "silu_1"
     assert [(i.name, i.error is not None and i.error < 1e-5) for i in first.inputs] == \
         [("linear_11", True)]
+
+
+def test_jump_rule() -> None:
+    """The first node over 1e-3 whose error is 10x its inputs'; gradual growth is reported
+    as accumulated; a bool flipped by its inputs' rounding is no jump."""
+    from onnxport.verify.intermediates import Compared, VerificationInfo
+    from onnxport.verify.localize import _jumps
+
+    def c(name: str, error: float, inputs: tuple[str, ...], dtype: Any = torch.float32) -> Any:
+        info = VerificationInfo.from_tensors(name, torch.zeros(1, dtype=dtype),
+                                             torch.zeros(1, dtype=dtype))
+        return Compared(info, error, None, inputs, 0)
+
+    grows = [c("a", 2e-4, ()), c("b", 8e-4, ("a",)), c("d", 2e-3, ("b",)), c("e", 5e-3, ("d",))]
+    found, accumulated = _jumps(grows)
+    assert found.info.name == "d" and accumulated
+    jump = [c("a", 2e-4, ()), c("b", 5e-3, ("a",)), c("d", 0.5, ("b",))]
+    assert _jumps(jump)[0].info.name == "b" and not _jumps(jump)[1]
+    flipped = [c("a", 1e-6, ()), c("gt", 1.0, ("a",), torch.bool), c("d", 0.3, ("a", "gt"))]
+    assert _jumps(flipped)[0].info.name == "d"
+    assert _jumps([c("a", 1e-6, ()), c("b", 1e-4, ("a",))]) == (None, False)
