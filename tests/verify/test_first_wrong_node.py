@@ -15,7 +15,6 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import pytest
 import torch
 import torch.onnx.verification
 

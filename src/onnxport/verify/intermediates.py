@@ -22,7 +22,6 @@ import dataclasses
 import math
 import operator
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
