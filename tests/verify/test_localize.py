@@ -221,3 +221,33 @@ def test_jump_rule() -> None:
     flipped = [c("a", 1e-6, ()), c("gt", 1.0, ("a",), torch.bool), c("d", 0.3, ("a", "gt"))]
     assert _jumps(flipped)[0].info.name == "d"
     assert _jumps([c("a", 1e-6, ()), c("b", 1e-4, ("a",))]) == (None, False)
+
+
+def test_onnxport_verify_command_prints_the_first_wrong_node(tmp_path: Any, capsys: Any) -> None:
+    """`onnxport verify FILE --model DIR` on a file whose tanh translation is wrong (the
+    file written through the Python API, as the CLI's export would write it)."""
+    from onnxport.cli import main
+    from onnxport.tasks import registry
+    from onnxport.tasks.graphs import graphs_for
+    from tests.cli_tasks import checkpoints
+
+    torch.manual_seed(0)
+    model = checkpoints.bert().eval()
+    model.save_pretrained(tmp_path / "ckpt")
+    task, _ = registry.resolve_task(model.config, None)
+    spec = graphs_for(model, registry.plan(model.config.model_type, task)[0], task)[0]
+    first = spec.make_inputs(spec.shapes[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        onnxport.export(spec.module, tuple(first[n] for n in spec.input_names),
+                        input_names=spec.input_names, output_names=spec.output_names,
+                        dynamic_shapes={n: dict(spec.dims.get(n, {})) or None
+                                        for n in spec.input_names},
+                        custom_translation_table=TANH).save(tmp_path / spec.filename)
+        code = main(["verify", str(tmp_path / spec.filename), "--model", str(tmp_path / "ckpt")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "first wrong node: tanh (aten.tanh.default) in module model.bert.pooler.activation" \
+        in out, out
+    assert re.search(r"source: .*modeling_bert\.py:\d+ in forward: pooled_output = "
+                     r"self\.activation\(pooled_output\)", out), out

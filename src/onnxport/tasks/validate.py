@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import math
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -121,7 +122,9 @@ def locate_first_wrong_node(spec: Any, path: str | os.PathLike[str],
 
     try:
         first = spec.make_inputs(spec.shapes[0])
-        with torch.no_grad():
+        # (the export's own capture has given its warnings already)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             if spec.export is not None:
                 captured = spec.export(dynamic=True)
             else:
