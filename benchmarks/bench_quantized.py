@@ -11,9 +11,10 @@ layers, vocab 99, random weights). Flows: `float` (no quantization), PT2E `x86`,
 pass, makes them MatMulInteger), `xnnpack_qat` (prepare_qat_pt2e, eval, observers off: the
 fake-quantized model itself), torchao weight-only `int8_weight_only` (Int8WeightOnlyConfig,
 opset 18) and `int4_weight_only` (IntxWeightOnlyConfig int4, group 32; 16 on the small MLP; opset 21), the latter
-also as `int4_wo+ort_target` (onnxport `target="onnxruntime"`: MatMulNBits, accuracy level
-0, exact) and `int4_wo+nbits_acc4` (FuseMatMulNBitsPass(accuracy_level=4): ORT quantizes the
-activations to int8 per block, faster, not exact), `torchao_qat` (QATConfig prepare, eval: int8
+also as `int4_wo+ort_target` (onnxport `target="onnxruntime"`: MatMulNBits at the target's
+default accuracy level 4 since 2026-12-06, level 0 (exact) before) and `int4_wo+nbits_acc4`
+(the default target's file + FuseMatMulNBitsPass(bits=(4, 8), accuracy_level=4): ORT
+quantizes the activations to int8 per block, faster, not exact), `torchao_qat` (QATConfig prepare, eval: int8
 per-token asymmetric activations + int4 weights per group of 32, 16 on the small MLP; opset 21;
 the default target: weights INT4 + blocked DequantizeLinear, activations torchao's arithmetic)
 and `torchao_qat+ort_target` (QDQ activations, MatMulNBits). torch.onnx exports the same model at the

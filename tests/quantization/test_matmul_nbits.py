@@ -166,3 +166,65 @@ def test_onnxruntime_target_options() -> None:
     nodes = [n for n in prog.model.graph if n.op_type == "MatMulNBits"]
     assert [n.attributes["block_size"].value for n in nodes] == [64, 64]  # fc2: K=32 padded
     _check(model, x, prog)
+
+
+class _ThreeHeads(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(64, n) for n in (64, 32, 32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.q(x) * 2, self.k(x), self.v(x) - 1], -1)
+
+
+def test_siblings_packed_into_one_matmul_nbits() -> None:
+    """Three Linears of one input (with biases: added after the packed node's Split) become one
+    MatMulNBits of N = 128 and a Split, exact at accuracy level 0."""
+    from torchao.quantization import quantize_
+
+    torch.manual_seed(0)
+    model = _ThreeHeads().eval()
+    quantize_(model, _config(torch.int4, 32, asymmetric=True))
+    x = torch.randn(5, 64)
+    prog = onnxport.export(model, (x,), opset_version=21, target=EXACT)
+    nodes = [n for n in prog.model.graph if n.op_type == "MatMulNBits"]
+    assert [n.attributes["N"].value for n in nodes] == [128], [n.attributes["N"] for n in nodes]
+    assert sum(n.op_type == "Split" for n in prog.model.graph) == 1
+    _check(model, x, prog)
+
+
+def test_decoder_int4_packed_qkv_into_group_query_attention() -> None:
+    """A small int4 Llama decoder with its KV cache under the ORT target: Q, K, V packed into
+    one MatMulNBits feeding GroupQueryAttention's packed-QKV input (as the GenAI builder);
+    prefill and a decode step equal eager within 1e-4 at accuracy level 0 (float32 attention
+    and summation order over 2 layers; weights exact)."""
+    import transformers
+    from torchao.quantization import quantize_
+
+    from onnxport import llm
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=96,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, max_position_embeddings=64)
+    model = transformers.LlamaForCausalLM(config).eval()
+    quantize_(model, _config(torch.int4, 32))
+    prog = llm.export_decoder_with_cache(model, opset_version=21, target=EXACT)
+    gqa = [n for n in prog.model.graph if n.op_type == "GroupQueryAttention"]
+    assert len(gqa) == 2 and all(n.inputs[1] is None and
+                                 n.inputs[0].producer().op_type == "MatMulNBits" for n in gqa)
+    session = h.ort_session(prog.model_proto)
+    names = [o.name for o in session.get_outputs()]
+    ids = torch.randint(0, 128, (1, 7))
+    with torch.no_grad():
+        want = model(ids).logits.numpy()
+    empty = {i.name: np.zeros((1, 2, 0, 16), np.float32) for i in session.get_inputs()
+             if i.name.startswith("past_key_values.")}
+    out = dict(zip(names, session.run(None, {"input_ids": ids[:, :6].numpy(),
+                                             "attention_mask": np.ones((1, 6), np.int64),
+                                             **empty})))
+    np.testing.assert_allclose(out["logits"], want[:, :6], rtol=0, atol=1e-4)
+    past = {n: out[n.replace("past_key_values", "present")] for n in empty}
+    step = session.run(None, {"input_ids": ids[:, 6:].numpy(),
+                              "attention_mask": np.ones((1, 7), np.int64), **past})[0]
+    np.testing.assert_allclose(step, want[:, 6:], rtol=0, atol=1e-4)

@@ -196,8 +196,12 @@ def test_torchao_qat_llama() -> None:
     run_passes(prog.model, onnxruntime_passes(OnnxRuntimeTarget(int4_accuracy_level=0)))
     ort_proto = prog.model_proto
     ops = collections.Counter(n.op_type for n in ort_proto.graph.node)
-    # q/k/v share one activation quantizer (CSE), gate/up another: 5 QuantizeLinear
-    assert ops["MatMulNBits"] == 8 and ops["QuantizeLinear"] == 5, ops
+    # q/k/v share one activation quantizer (CSE), gate/up another: 5 QuantizeLinear; the
+    # MatMulNBits of one input are packed (q/k/v, gate/up): 5 of the 8 Linears' nodes
+    assert ops["MatMulNBits"] == 5 and ops["QuantizeLinear"] == 5, ops
+    producers = {o: n.op_type for n in ort_proto.graph.node for o in n.output}
+    assert sum(n.op_type == "Split" and producers.get(n.input[0]) == "MatMulNBits"
+               for n in ort_proto.graph.node) == 2
     lm_head = model.model.lm_head
     tol = _one_step(model, lm_head, inputs[0])
     session = h.ort_session(ort_proto)

@@ -113,13 +113,14 @@ class FuseMatMulNBitsPass(f.MatchRewritePass):
     """MatMul/Gemm of a 4- or 8-bit dequantized constant weight as com.microsoft.MatMulNBits."""
 
     def __init__(self, bits: tuple[int, ...] = (4, 8), accuracy_level: int = 0,
-                 block_size: int = 32) -> None:
+                 block_size: int = 32, pack: bool = True) -> None:
         super().__init__()
         if not _pow2(block_size):
             raise ValueError(f"block_size must be a power of two >= 16, got {block_size}")
         self.bits = bits
         self.accuracy_level = accuracy_level
         self.block_size = block_size
+        self.pack = pack
 
     op_types = ("Gemm", "MatMul")
 
@@ -127,6 +128,9 @@ class FuseMatMulNBitsPass(f.MatchRewritePass):
         result = super().call(model)
         if result.modified:
             model.opset_imports.setdefault(CONTRIB_DOMAIN, 1)
+            if self.pack:
+                for graph in f.graphs(model):
+                    _pack_siblings(graph, f.Namer(graph))
         return result
 
     def _match(self, node: ir.Node) -> tuple[list[ir.Node], _Weight, ir.Value | None] | None:
@@ -208,3 +212,90 @@ class FuseMatMulNBitsPass(f.MatchRewritePass):
                         graph.remove(const, safe=True)
                     elif v.name in graph.initializers:
                         del graph.initializers[v.name]
+
+
+def _packable(node: ir.Node) -> tuple[object, ...] | None:
+    """What MatMulNBits nodes packed together share: input, attributes, which inputs they have
+    (zero points, bias)."""
+    if node.op_type != "MatMulNBits" or node.domain != CONTRIB_DOMAIN or node.inputs[0] is None \
+            or (len(node.inputs) > 4 and node.inputs[4] is not None):  # no g_idx
+        return None
+    attrs = tuple(sorted((k, a.value) for k, a in node.attributes.items() if k != "N"))
+    present = tuple(v is not None for v in node.inputs)
+    return (id(node.inputs[0]), attrs, present, node.outputs[0].dtype)
+
+
+def _constants(node: ir.Node) -> list[np.ndarray | None] | None:
+    """B, scales, zero points, g_idx, bias of `node` (None where absent); None if one is not
+    a constant."""
+    data = [None if v is None else f.constant(v) for v in node.inputs[1:]]
+    if any(d is None and v is not None for d, v in zip(data, node.inputs[1:])):
+        return None
+    return data
+
+
+def _pack_siblings(graph: ir.Graph, namer: f.Namer) -> None:
+    """MatMulNBits nodes of the same input (a layer's Q, K, V; gate and up) as one node over
+    their weights concatenated along N, then a Split: one kernel call where there were two or
+    three (as ONNX Runtime GenAI's builder packs them). Exact: each output column is computed
+    from its own packed column of B, scales, zero points and bias. Where the parts are exactly
+    a GroupQueryAttention's query, key and value, the packed output is its packed-QKV input."""
+    groups: dict[tuple[object, ...], list[ir.Node]] = {}
+    for node in graph:
+        key = _packable(node)
+        if key is not None:
+            groups.setdefault(key, []).append(node)
+    for nodes in groups.values():
+        if len(nodes) < 2:
+            continue
+        gqa = _gqa_of(nodes)
+        if gqa is not None:  # q, k, v in GQA's order
+            nodes = [v.producer() for v in gqa.inputs[:3]]  # type: ignore[misc,union-attr]
+        consts = [_constants(n) for n in nodes]
+        if any(c is None for c in consts):
+            continue
+        first = nodes[0]
+        widths = [int(n.attributes["N"].value) for n in nodes]  # type: ignore[union-attr]
+        inputs: list[ir.Value | None] = [first.inputs[0]]
+        for i, d in enumerate(consts[0]):  # type: ignore[arg-type]
+            inputs.append(None if d is None else namer.constant(
+                first, np.concatenate([c[i] for c in consts], 0)))  # type: ignore[index]
+        attrs = {k: a.value for k, a in first.attributes.items()}
+        attrs["N"] = sum(widths)
+        dtype = first.outputs[0].dtype
+        packed = f.make_node(namer, first, "MatMulNBits", inputs, attrs, domain=CONTRIB_DOMAIN,
+                             dtype=dtype)
+        graph.insert_before(first, packed)
+        if gqa is not None:
+            gqa.replace_input_with(0, packed.outputs[0])
+            gqa.replace_input_with(1, None)
+            gqa.replace_input_with(2, None)
+        else:
+            split = ir.node("Split", [packed.outputs[0],
+                                      namer.constant(first, np.array(widths, np.int64))],
+                            attributes={"axis": -1}, num_outputs=len(nodes),
+                            name=namer(first, "Split"), metadata_props=dict(first.metadata_props))
+            graph.insert_after(packed, split)
+            for node, out in zip(nodes, split.outputs):
+                old = node.outputs[0]  # type: ignore[union-attr]
+                name = old.name
+                old.name = f"{name}__packed" if name else None
+                out.name, out.dtype, out.shape = name, old.dtype, old.shape
+                ir.convenience.replace_all_uses_with(old, out, replace_graph_outputs=True)
+        for node in nodes:
+            graph.remove(node, safe=True)  # type: ignore[arg-type]
+
+
+def _gqa_of(nodes: list[ir.Node]) -> ir.Node | None:
+    """The GroupQueryAttention whose query, key and value are exactly `nodes`' outputs."""
+    if len(nodes) != 3:
+        return None
+    users = [n.outputs[0].uses() for n in nodes]
+    if any(len(u) != 1 or n.outputs[0].is_graph_output() for u, n in zip(users, nodes)):
+        return None
+    gqa = users[0][0][0]
+    if gqa.op_type != "GroupQueryAttention" or gqa.domain != CONTRIB_DOMAIN:
+        return None
+    if {(u[0][0] is gqa, u[0][1]) for u in users} != {(True, 0), (True, 1), (True, 2)}:
+        return None
+    return gqa
