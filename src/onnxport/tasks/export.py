@@ -229,8 +229,13 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
 
     from onnxport.tasks.graphs import graphs_for
 
+    # The ONNX Runtime target's decoders take no position_ids (as the GenAI builder's): the
+    # positions are then the cache's, which lets FuseGroupQueryAttentionPass move rotary into
+    # GroupQueryAttention and pack Q/K/V (docs/cli.md, "Targets and quantized export").
+    position_ids = False if target == "onnxruntime" else None
     try:
-        specs = graphs_for(model, family, task_name, batch=batch_size, sequence=sequence_length)
+        specs = graphs_for(model, family, task_name, batch=batch_size, sequence=sequence_length,
+                           position_ids=position_ids)
     except OnnxExporterError:
         raise
     except Exception as e:
@@ -302,7 +307,8 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
             from onnxport.tasks.graphs import decoder_uses_position_ids
 
             write_genai_config(staging, config,
-                               with_position_ids=decoder_uses_position_ids(config))
+                               with_position_ids=decoder_uses_position_ids(config)
+                               and position_ids is not False)
         if validate and plan.stream:
             t0 = time.perf_counter()
             for spec in specs:
@@ -326,7 +332,7 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
                                               dtype=torch_dtype,
                                               trust_remote_code=trust_remote_code)
                 specs = graphs_for(model, family, task_name, batch=batch_size,
-                                   sequence=sequence_length)
+                                   sequence=sequence_length, position_ids=position_ids)
         if validate and not not_validated:
             t0 = time.perf_counter()
             model_dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()),

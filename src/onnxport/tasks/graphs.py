@@ -202,9 +202,10 @@ def decoder_uses_position_ids(config: Any) -> bool:
     return not (config.model_type == "falcon" and getattr(config, "alibi", False))
 
 
-def _decoder(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
+def _decoder(model: Any, task: str, batch: int, seq: int, *,
+             position_ids: bool | None = None) -> list[GraphSpec]:
     config = model.config
-    with_pos = decoder_uses_position_ids(config)
+    with_pos = decoder_uses_position_ids(config) and position_ids is not False
     dtype = _float_dtype(model)
     names = llm.OPTIMUM_DIM_NAMES
     if task in ("text-generation", "feature-extraction-with-past"):
@@ -364,8 +365,11 @@ FAMILIES: dict[str, Callable[[Any, str, int, int], list[GraphSpec]]] = {
 
 
 def graphs_for(model: Any, family: str, task: str, *, batch: int = 2,
-               sequence: int = 8) -> list[GraphSpec]:
-    """The graphs of `task` for `model` (one per output file)."""
+               sequence: int = 8, position_ids: bool | None = None) -> list[GraphSpec]:
+    """The graphs of `task` for `model` (one per output file). `position_ids=False`: a
+    decoder's graph takes no position_ids input (positions are the cache's, as the GenAI
+    builder's graphs; what the ONNX Runtime target needs to move rotary into
+    GroupQueryAttention)."""
     if family in ("seq2seq", "speech-seq2seq", "vision-seq2seq"):
         from onnxport.tasks.seq2seq import seq2seq_graphs
 
@@ -374,4 +378,6 @@ def graphs_for(model: Any, family: str, task: str, *, batch: int = 2,
         from onnxport.tasks.derive import derived_graphs
 
         return derived_graphs(model, task, batch, sequence)
+    if family == "decoder":
+        return _decoder(model, task, batch, sequence, position_ids=position_ids)
     return FAMILIES[family](model, task, batch, sequence)

@@ -97,13 +97,13 @@ def _weight_passes(target: str) -> list[Any]:
 
 def quantize_program(program: Any, spec: QuantizeSpec, target: str) -> Any:
     """RTN-quantize `program`'s weights in place (and run the target's weight passes)."""
-    from onnxport.passes import run_passes
+    from onnxport.passes import cleanup_passes, run_passes
     from onnxport.quantize import quantize_weights
 
     done = quantize_weights(program.model, bits=spec.bits, block_size=spec.block_size,
                             symmetric=spec.symmetric)
     if target == "onnxruntime" and done.nodes:
-        run_passes(program.model, _weight_passes(target))
+        run_passes(program.model, [*_weight_passes(target), *cleanup_passes()])
     return done
 
 
