@@ -1,0 +1,506 @@
+"""The CLI's fast forms in one run: `--target onnxruntime --quantize int4` against the ONNX
+Runtime GenAI builder's `-p int4 -e cpu` on the same checkpoint, and Mixtral's fused MoE.
+
+A random-weight Llama checkpoint (hidden 512, 4 layers, 8 heads / 4 key-value heads, vocab
+32000, fp32; weights N(0, 0.05); a made-up word-level tokenizer, which the builder needs) is
+saved with `save_pretrained`, then exported
+
+* `onnxport int4`:   `onnxport export --model CKPT OUT --target onnxruntime --quantize int4`
+                     (RTN int4 in blocks of 32, MatMulNBits at the ORT target's accuracy level);
+* `builder int4`:    `python -m onnxruntime_genai.models.builder -i CKPT -o OUT -p int4 -e cpu`
+                     (onnxruntime-genai 0.18 in its own venv on this environment's
+                     transformers 5: the 0.18 builder needs classes 4.57 lacks);
+* `onnxport int4 (onnx target)`: `... --quantize int4` (standard DequantizeLinear + MatMul);
+* `onnxport int8`, `onnxport int8 (onnx target)`: `--quantize int8`, each target;
+* `onnxport float`:  `onnxport export --model CKPT OUT --target onnxruntime`;
+* `onnxport float (onnx target)`: `onnxport export --model CKPT OUT`.
+
+Measured (ONNX Runtime CPU, 1 intra-op thread): greedy generation with each graph's
+`model.onnx`, a prefill of `--prompt` tokens and `--new` decode steps feeding the present
+keys/values back; rounds alternate the graphs in a rotating order; medians of the prefill
+and of every decode step (wall and calling-thread CPU time). Logit error: each graph's
+prefill logits (4 prompts of 64 tokens, empty cache) against float eager PyTorch on the same
+ids: max and mean |diff|, top-1 agreement; with `eager RTN int4` (the eager model carrying
+onnxport's RTN-dequantized weights) as the quantization's own share. onnxruntime-genai: both
+int4 folders loaded by `og.Model` and generating `--new` tokens (1 thread; ms per token after
+the first), and whether onnxport's genai tokens equal its own ORT greedy tokens.
+
+Mixtral (MixtralConfig hidden 256, 4 layers, 8 heads / 4 kv heads, 8 experts, top 2,
+intermediate 512, vocab 32000): `onnxport export --model` with the default target and with
+`--target onnxruntime` (com.microsoft.MoE): decode per token and greedy tokens = eager's.
+
+Timing holds /tmp/bench.lock (fcntl), as `flock /tmp/bench.lock` would; exports run outside it.
+
+    python benchmarks/bench_quantized_cli.py --out benchmarks/results/quantized_cli_<date>.md
+    python benchmarks/bench_quantized_cli.py --int8-forms --out FILE   # the weight forms only
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import datetime
+import fcntl
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+import transformers
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_decode import Runner, node_counts, save_tokenizer  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+LLAMA = dict(vocab_size=32000, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,
+             num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=2048,
+             bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
+MIXTRAL = dict(vocab_size=32000, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
+               num_attention_heads=8, num_key_value_heads=4, num_local_experts=8,
+               num_experts_per_tok=2, max_position_embeddings=2048, bos_token_id=1,
+               eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
+
+GENAI_SCRIPT = r'''
+import json, sys, time
+import numpy as np
+import onnxruntime_genai as og
+job = json.load(open(sys.argv[1]))
+out = {}
+for name, folder in job["folders"].items():
+    model = og.Model(folder)
+    prompt = np.array(job["prompt"], dtype=np.int32)
+    runs = []
+    for r in range(job["rounds"]):
+        params = og.GeneratorParams(model)
+        params.set_search_options(do_sample=False, max_length=prompt.shape[1] + job["new"],
+                                  min_length=prompt.shape[1] + job["new"])
+        gen = og.Generator(model, params)
+        gen.append_tokens(prompt)
+        times = []
+        while not gen.is_done():
+            t = time.perf_counter()
+            gen.generate_next_token()
+            times.append(time.perf_counter() - t)
+        runs.extend(times[1:])
+        tokens = list(map(int, gen.get_sequence(0)))
+    out[name] = {"tokens": tokens, "step_ms": 1e3 * float(np.median(runs))}
+json.dump(out, open(job["output"], "w"))
+'''
+
+
+@contextlib.contextmanager
+def bench_lock() -> Iterator[None]:
+    """/tmp/bench.lock, the lock `flock /tmp/bench.lock CMD` takes: one timing at a time."""
+    with open("/tmp/bench.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def client_python() -> Path:
+    found = sorted((REPO / ".venv-clients").glob("*/bin/python"))
+    if not found:
+        raise SystemExit("no client venv: run tests/cli_tasks/test_clients.py once to build it")
+    return found[0]
+
+
+def make_llama(path: Path) -> Any:
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA)).eval()
+    with torch.no_grad():  # a realistic scale (init std 0.02 is near-flat)
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(0, 0.05)
+    model.save_pretrained(path)
+    save_tokenizer(path, LLAMA["vocab_size"])
+    return model
+
+
+def make_mixtral(path: Path) -> Any:
+    torch.manual_seed(0)
+    model = transformers.MixtralForCausalLM(transformers.MixtralConfig(**MIXTRAL)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0, 0.05)
+    model.save_pretrained(path)
+    return model
+
+
+def cli(ckpt: Path, out: Path, *args: str) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "onnxport.cli", "export", "--model", str(ckpt),
+                           str(out), *args], capture_output=True, text=True, cwd=REPO)
+    if proc.returncode:
+        raise RuntimeError(f"onnxport export {' '.join(args)} failed:\n{proc.stderr[-3000:]}"
+                           f"\n{proc.stdout[-3000:]}")
+    return time.perf_counter() - start
+
+
+def builder_python() -> Path:
+    """A venv with onnxruntime-genai 0.18 alone (no dependencies) in front of this
+    environment's packages: the 0.18 builder imports transformers classes (Qwen3.5) that the
+    client venv's transformers 4.57 lacks, and runs on this environment's transformers 5."""
+    import site
+
+    venv = REPO / ".venv-clients" / "genai-builder"
+    python = venv / "bin" / "python"
+    if not (venv / ".ready").is_file():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        inner = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+                               check=True, capture_output=True, text=True).stdout.strip()
+        Path(inner, "onnxport-bench-env.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps",
+                        "--disable-pip-version-check", "onnxruntime-genai==0.18.*"], check=True,
+                       env={**os.environ, "PIP_CONSTRAINT": "/dev/null"})
+        (venv / ".ready").write_text("ok")
+    return python
+
+
+def builder(ckpt: Path, out: Path) -> float:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    start = time.perf_counter()
+    proc = subprocess.run([str(builder_python()), "-m", "onnxruntime_genai.models.builder", "-i",
+                           str(ckpt), "-o", str(out), "-p", "int4", "-e", "cpu", "-c",
+                           str(out.parent / "builder-cache")], capture_output=True, text=True,
+                          env=env)
+    if proc.returncode:
+        raise RuntimeError(f"the builder failed:\n{proc.stderr[-3000:]}")
+    return time.perf_counter() - start
+
+
+def ops_of(path: Path) -> collections.Counter[str]:
+    model = onnx.load(str(path), load_external_data=False)
+    return collections.Counter(f"{n.domain + '.' if n.domain else ''}{n.op_type}"
+                               for n in model.graph.node)
+
+
+def matmulnbits_attrs(path: Path) -> str:
+    model = onnx.load(str(path), load_external_data=False)
+    seen = set()
+    for n in model.graph.node:
+        if n.op_type == "MatMulNBits":
+            a = {x.name: onnx.helper.get_attribute_value(x) for x in n.attribute}
+            seen.add((a.get("bits"), a.get("block_size"), a.get("accuracy_level", 0),
+                      len(n.input) > 3 and bool(n.input[3])))
+    return ", ".join(f"{b}-bit block {s} acc {lvl}" + (" zp" if zp else "")
+                     for b, s, lvl, zp in sorted(seen))
+
+
+def prefill_logits(path: Path, ids: np.ndarray) -> np.ndarray:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    b, s = ids.shape
+    feeds: dict[str, np.ndarray] = {}
+    for meta in session.get_inputs():
+        if meta.name == "input_ids":
+            feeds[meta.name] = ids
+        elif meta.name == "attention_mask":
+            feeds[meta.name] = np.ones((b, s), np.int64)
+        elif meta.name == "position_ids":
+            feeds[meta.name] = np.tile(np.arange(s), (b, 1))
+        elif meta.name.startswith("past_key_values."):
+            head = meta.shape[3] if isinstance(meta.shape[3], int) else 64
+            feeds[meta.name] = np.zeros((b, meta.shape[1], 0, head), np.float32)
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(None, feeds)))["logits"]
+
+
+def rtn_eager(model: Any, bits: int = 4, block: int = 32) -> Any:
+    import copy
+
+    from onnxport.quantize import dequantize_blocks, quantize_blocks
+
+    twin = copy.deepcopy(model)
+    for m in twin.modules():
+        if isinstance(m, torch.nn.Linear):
+            q, s, z = quantize_blocks(m.weight.detach().T.numpy(), bits=bits, block_size=block)
+            m.weight = torch.nn.Parameter(torch.from_numpy(dequantize_blocks(q, s, z, block).T
+                                                           .copy()))
+    return twin
+
+
+def time_decode(paths: dict[str, Path], prompt: np.ndarray, new: int, warmup: int,
+                repeat: int) -> dict[str, dict[str, Any]]:
+    runners = {name: Runner(p) for name, p in paths.items()}
+    names = list(runners)
+    res: dict[str, dict[str, Any]] = {n: {"prefill": [], "decode": [], "cpu": [], "tokens": None}
+                                      for n in names}
+    for r in range(warmup + repeat):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            tokens, first, rest, rest_cpu = runners[name].generate(prompt, new)
+            res[name]["tokens"] = tokens
+            if r >= warmup:
+                res[name]["prefill"].append(first)
+                res[name]["decode"].extend(rest)
+                res[name]["cpu"].extend(rest_cpu)
+    return res
+
+
+def genai_run(folders: dict[str, Path], prompt: np.ndarray, new: int, rounds: int,
+              tmp: Path) -> dict[str, Any]:
+    """Each folder in onnxruntime-genai with 1 intra-op thread (a copy of its genai_config)."""
+    copies = {}
+    for name, folder in folders.items():
+        config = json.loads((folder / "genai_config.json").read_text())
+        options = config["model"]["decoder"].setdefault("session_options", {})
+        options["intra_op_num_threads"] = 1
+        options["inter_op_num_threads"] = 1
+        (folder / "genai_config.json").write_text(json.dumps(config, indent=2))
+        copies[name] = str(folder)
+    job = {"folders": copies, "prompt": prompt.tolist(), "new": new, "rounds": rounds,
+           "output": str(tmp / "genai-out.json")}
+    (tmp / "genai-job.json").write_text(json.dumps(job))
+    (tmp / "genai.py").write_text(GENAI_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([str(client_python()), str(tmp / "genai.py"), str(tmp / "genai-job.json")],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode:
+        return {"error": proc.stderr[-2000:]}
+    return json.loads((tmp / "genai-out.json").read_text())
+
+
+def int8_forms(rounds: int = 7) -> str:
+    """The forms an 8-bit (and a 4-bit) RTN weight can take, timed on 8 chained MatMuls
+    (512 x 1536, 1536 x 512) at M = 1 (a decode step) and M = 64 (a prefill): what
+    `--quantize int8` writes under each target is chosen from this."""
+    import onnx_ir as ir
+
+    from onnxport.passes.onnxruntime.matmul_nbits import FuseMatMulNBitsPass
+    from onnxport.passes.onnxruntime.uint8_weights import Uint8WeightsPass
+    from onnxport.quantize import quantize_weights
+
+    k, n = 512, 1536
+
+    def chain() -> ir.Model:
+        rng = np.random.default_rng(0)
+        x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape(["M", k]))
+        nodes, inits, cur = [], [], x
+        for i in range(4):
+            for a, b in ((k, n), (n, k)):
+                w = ir.Value(name=f"w{i}_{a}", type=ir.TensorType(ir.DataType.FLOAT),
+                             shape=ir.Shape([a, b]), const_value=ir.tensor(
+                                 (rng.standard_normal((a, b)) * 0.05).astype(np.float32),
+                                 name=f"w{i}_{a}"))
+                inits.append(w)
+                node = ir.node("MatMul", [cur, w])
+                node.outputs[0].dtype, node.outputs[0].shape = ir.DataType.FLOAT, ir.Shape(["M", b])
+                nodes.append(node)
+                cur = node.outputs[0]
+        cur.name = "y"
+        return ir.Model(ir.Graph([x], [cur], nodes=nodes, initializers=inits,
+                                 opset_imports={"": 21}), ir_version=10)
+
+    def variant(bits: int | None, block: int = 32, then: Any = None) -> ort.InferenceSession:
+        model = chain()
+        if bits:
+            quantize_weights(model, bits=bits, block_size=block)
+        if then is not None:
+            then(model)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        return ort.InferenceSession(ir.serde.serialize_model(model).SerializeToString(), options,
+                                    providers=["CPUExecutionProvider"])
+
+    forms = {
+        "float MatMul": variant(None),
+        "int8 blocked DequantizeLinear + MatMul (--quantize int8, default target)": variant(8),
+        "int8 blocked, uint8 (Uint8WeightsPass: --quantize int8 --target onnxruntime)":
+            variant(8, then=Uint8WeightsPass()),
+        "int8 per channel DequantizeLinear + MatMul (--block-size 0)": variant(8, 0),
+        "int8 MatMulNBits accuracy 0": variant(8, then=FuseMatMulNBitsPass(bits=(8,))),
+        "int8 MatMulNBits accuracy 4 (the builder's -p int8)":
+            variant(8, then=FuseMatMulNBitsPass(bits=(8,), accuracy_level=4)),
+        "int4 blocked DequantizeLinear + MatMul (--quantize int4, default target)": variant(4),
+        "int4 MatMulNBits accuracy 4 (--quantize int4 --target onnxruntime)":
+            variant(4, then=FuseMatMulNBitsPass(bits=(4,), accuracy_level=4)),
+    }
+    times: dict[str, dict[int, list[float]]] = {f: {1: [], 64: []} for f in forms}
+    with bench_lock():
+        for r in range(rounds):
+            for name, session in forms.items():
+                for m, reps in ((1, 20), (64, 5)):
+                    x = np.random.default_rng(r).standard_normal((m, k)).astype(np.float32)
+                    session.run(None, {"x": x})
+                    start = time.perf_counter()
+                    for _ in range(reps):
+                        session.run(None, {"x": x})
+                    times[name][m].append((time.perf_counter() - start) / reps)
+    med = statistics.median
+    base = {m: med(times["float MatMul"][m]) for m in (1, 64)}
+    lines = [f"Weight forms, {datetime.date.today()}: 8 chained MatMuls ({k} x {n}, {n} x {k}), "
+             f"ONNX Runtime {ort.__version__} CPU, 1 thread, median of {rounds} rounds "
+             f"(forms alternating)", "",
+             "| form | M=1 ms | vs float | M=64 ms | vs float |", "|---|---|---|---|---|"]
+    for name in forms:
+        a, b = med(times[name][1]), med(times[name][64])
+        lines.append(f"| {name} | {a * 1e3:.3f} | {a / base[1]:.2f} | {b * 1e3:.3f} | "
+                     f"{b / base[64]:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--int8-forms", action="store_true",
+                        help="only time the 8-bit (and 4-bit) weight forms on a MatMul chain")
+    parser.add_argument("--prompt", type=int, default=64)
+    parser.add_argument("--new", type=int, default=33, help="generated tokens (1 prefill + decode)")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--out", type=str, default=None)
+    ns = parser.parse_args()
+    if ns.int8_forms:
+        text = int8_forms()
+        print(text)
+        if ns.out:
+            Path(ns.out).write_text(text + "\n")
+        return
+    transformers.logging.set_verbosity_error()
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        model = make_llama(tmp / "llama")
+        seconds = {"onnxport int4": cli(tmp / "llama", tmp / "op-int4", "--target",
+                                        "onnxruntime", "--quantize", "int4"),
+                   "builder int4": builder(tmp / "llama", tmp / "builder-int4"),
+                   "onnxport int4 (onnx target)": cli(tmp / "llama", tmp / "op-int4-onnx",
+                                                      "--quantize", "int4"),
+                   "onnxport int8": cli(tmp / "llama", tmp / "op-int8", "--target",
+                                        "onnxruntime", "--quantize", "int8"),
+                   "onnxport int8 (onnx target)": cli(tmp / "llama", tmp / "op-int8-onnx",
+                                                      "--quantize", "int8"),
+                   "onnxport float": cli(tmp / "llama", tmp / "op-float", "--target",
+                                         "onnxruntime"),
+                   "onnxport float (onnx target)": cli(tmp / "llama", tmp / "op-float-onnx")}
+        folders = {"onnxport int4": tmp / "op-int4", "builder int4": tmp / "builder-int4",
+                   "onnxport int4 (onnx target)": tmp / "op-int4-onnx",
+                   "onnxport int8": tmp / "op-int8",
+                   "onnxport int8 (onnx target)": tmp / "op-int8-onnx",
+                   "onnxport float": tmp / "op-float",
+                   "onnxport float (onnx target)": tmp / "op-float-onnx"}
+        paths = {k: v / "model.onnx" for k, v in folders.items()}
+        print("exported the Llama graphs", file=sys.stderr)
+
+        # logit error against float eager on the same ids
+        rng = np.random.default_rng(1)
+        ids = rng.integers(3, LLAMA["vocab_size"], (4, 64)).astype(np.int64)
+        with torch.no_grad():
+            eager = model(torch.from_numpy(ids)).logits.numpy()
+            eager_rtn = rtn_eager(model)(torch.from_numpy(ids)).logits.numpy()
+        errors = {name: prefill_logits(p, ids) for name, p in paths.items()}
+        errors["eager RTN int4"] = eager_rtn
+        with torch.no_grad():
+            errors["eager RTN int8"] = rtn_eager(model, 8)(torch.from_numpy(ids)).logits.numpy()
+
+        mix = make_mixtral(tmp / "mixtral")
+        seconds["mixtral standard"] = cli(tmp / "mixtral", tmp / "mix-onnx")
+        seconds["mixtral ort"] = cli(tmp / "mixtral", tmp / "mix-ort", "--target", "onnxruntime")
+        mix_paths = {"mixtral standard": tmp / "mix-onnx" / "model.onnx",
+                     "mixtral ort": tmp / "mix-ort" / "model.onnx"}
+        print("exported the Mixtral graphs", file=sys.stderr)
+
+        torch.manual_seed(2)
+        prompt = torch.randint(3, LLAMA["vocab_size"], (1, ns.prompt))
+        with torch.no_grad():
+            mix_expected = mix.generate(prompt, attention_mask=torch.ones_like(prompt),
+                                        do_sample=False, max_new_tokens=ns.new,
+                                        eos_token_id=None, pad_token_id=0).numpy()
+        with bench_lock():
+            res = time_decode(paths, prompt.numpy(), ns.new, ns.warmup, ns.repeat)
+            mix_res = time_decode(mix_paths, prompt.numpy(), ns.new, ns.warmup, ns.repeat)
+            genai = genai_run({"onnxport int4": folders["onnxport int4"],
+                               "builder int4": folders["builder int4"]},
+                              prompt.numpy(), ns.new, ns.repeat, tmp)
+        counts = {name: node_counts(p) for name, p in {**paths, **mix_paths}.items()}
+        ops = {name: ops_of(p) for name, p in {**paths, **mix_paths}.items()}
+        nbits = {name: matmulnbits_attrs(p) for name, p in paths.items()}
+        sizes = {name: sum(f.stat().st_size for f in folders[name].glob("model.onnx*"))
+                 for name in folders}
+
+    med = statistics.median
+    anchor = med(res["builder int4"]["decode"])
+    anchor_cpu = med(res["builder int4"]["cpu"])
+    anchor_pre = med(res["builder int4"]["prefill"])
+    head = (f"Quantized CLI benchmark, {datetime.date.today()}: Llama hidden "
+            f"{LLAMA['hidden_size']}, {LLAMA['num_hidden_layers']} layers, "
+            f"{LLAMA['num_attention_heads']} heads / {LLAMA['num_key_value_heads']} kv heads, "
+            f"intermediate {LLAMA['intermediate_size']}, vocab {LLAMA['vocab_size']}, fp32 "
+            f"checkpoint; batch 1, prompt {ns.prompt}, {ns.new - 1} decode steps; ONNX Runtime "
+            f"{ort.__version__} CPU, 1 intra-op thread; {ns.repeat} rounds (+{ns.warmup} "
+            f"warm-up), graphs alternating; torch {torch.__version__}, transformers "
+            f"{transformers.__version__}; onnxruntime-genai 0.18.")
+    lines += [head, "",
+              "| graph | export s | model bytes | prefill ms | ratio | decode ms/token | ratio "
+              "to builder | decode CPU ms/token | CPU ratio | nodes (file / ORT-optimized) | "
+              "MatMulNBits |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in paths:
+        r = res[name]
+        d, c, p = med(r["decode"]), med(r["cpu"]), med(r["prefill"])
+        lines.append(f"| {name} | {seconds[name]:.1f} | {sizes[name]:,} | {p * 1e3:.2f} | "
+                     f"{p / anchor_pre:.3f} | {d * 1e3:.3f} | {d / anchor:.3f} | {c * 1e3:.3f} | "
+                     f"{c / anchor_cpu:.3f} | {counts[name][0]} / {counts[name][1]} | "
+                     f"{nbits[name] or '-'} |")
+    lines += ["", "Prefill logits (4 x 64 random tokens, empty cache) against float eager "
+              "PyTorch (logits' std " f"{eager.std():.2f}):", "",
+              "| graph | max abs error | ratio to builder | mean abs error | ratio to builder | "
+              "top-1 = eager |", "|---|---|---|---|---|---|"]
+    builder_mean = float(np.abs(errors["builder int4"] - eager).mean())
+    builder_err = float(np.abs(errors["builder int4"] - eager).max())
+    for name, logits in errors.items():
+        diff = np.abs(logits - eager)
+        top1 = float(np.mean(logits.argmax(-1) == eager.argmax(-1)))
+        lines.append(f"| {name} | {diff.max():.4f} | {diff.max() / builder_err:.3f} | "
+                     f"{diff.mean():.5f} | {diff.mean() / builder_mean:.3f} | "
+                     f"{100 * top1:.1f}% |")
+    lines += ["", "onnxruntime-genai 0.18 (og.Model on each folder, 1 intra-op thread, greedy, "
+              f"{ns.new} new tokens, median ms per token after the first over {ns.repeat} "
+              "runs):", ""]
+    if "error" in genai:
+        lines.append(f"genai FAILED: {genai['error']}")
+    else:
+        lines += ["| folder | ms/token | ratio to builder | tokens = onnxport's ORT greedy |",
+                  "|---|---|---|---|"]
+        for name, g in genai.items():
+            same = g["tokens"] == res["onnxport int4"]["tokens"][0].tolist()
+            lines.append(f"| {name} | {g['step_ms']:.3f} | "
+                         f"{g['step_ms'] / genai['builder int4']['step_ms']:.3f} | "
+                         f"{'yes' if same else 'no'} |")
+    lines += ["", f"Mixtral (hidden {MIXTRAL['hidden_size']}, {MIXTRAL['num_hidden_layers']} "
+              f"layers, {MIXTRAL['num_local_experts']} experts top {MIXTRAL['num_experts_per_tok']}"
+              f", intermediate {MIXTRAL['intermediate_size']}, vocab {MIXTRAL['vocab_size']}), "
+              "same prompt and steps:", "",
+              "| graph | export s | prefill ms | decode ms/token | ratio to standard | "
+              "com.microsoft ops | tokens = eager |", "|---|---|---|---|---|---|---|"]
+    mix_anchor = med(mix_res["mixtral standard"]["decode"])
+    for name in mix_paths:
+        r = mix_res[name]
+        contrib = ", ".join(f"{k.split('.')[-1]} {v}" for k, v in sorted(ops[name].items())
+                            if k.startswith("com.microsoft")) or "-"
+        same = bool(np.array_equal(r["tokens"], mix_expected))
+        lines.append(f"| {name} | {seconds[name]:.1f} | {med(r['prefill']) * 1e3:.2f} | "
+                     f"{med(r['decode']) * 1e3:.3f} | {med(r['decode']) / mix_anchor:.3f} | "
+                     f"{contrib} | {'yes' if same else 'NO'} |")
+    text = "\n".join(lines)
+    print(text)
+    if ns.out:
+        Path(ns.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
