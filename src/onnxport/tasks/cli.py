@@ -36,6 +36,8 @@ examples:
         21), for onnxruntime-genai and optimum; validated against float eager within the
         quantization's own error (docs/cli.md, "Quantized export")
   onnxport export --model ./mixtral --target onnxruntime ./mixtral-ort   (com.microsoft.MoE)
+  onnxport export --model ./bert --layout transformers.js --dtypes fp32,q8,q4 ./bert-web
+        onnx/model.onnx, model_quantized.onnx, model_q4.onnx as transformers.js loads them
   onnxport export --example mlp -o mlp.onnx --verify
   onnxport export my_pkg.models:make_model -o model.onnx
 
@@ -110,6 +112,13 @@ def add_export_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--accuracy-level", type=int, choices=[0, 1, 2, 3, 4], default=None,
                    help="MatMulNBits accuracy level of int4 weights under --target "
                         "onnxruntime (default 4, the builder's: int8 activations; 0: float)")
+    g.add_argument("--layout", choices=["optimum", "transformers.js"], default="optimum",
+                   help="optimum (default): the graphs at the folder's root; transformers.js: "
+                        "graphs in onnx/ (decoder_model_merged.onnx for encoder-decoders), a "
+                        "file per --dtypes, as transformers.js loads them (docs/web.md)")
+    g.add_argument("--dtypes", default=None, metavar="LIST",
+                   help="--layout transformers.js: the dtypes written, comma-separated, from "
+                        "fp32,fp16,q8,int8,uint8,q4,q4f16 (default: all)")
     g.add_argument("--verbose", action="store_true",
                    help="also show other libraries' warnings and log lines (torch, torchao, "
                         "transformers); by default only onnxport's own lines and warnings show")
@@ -228,6 +237,14 @@ def run_export(ns: argparse.Namespace, output_dir: str | None) -> int:
         print("onnxport export: give OUTPUT_DIR after --model CHECKPOINT_DIR", file=sys.stderr)
         return 2
     _quiet_libraries(getattr(ns, "verbose", False))
+    if getattr(ns, "layout", "optimum") == "transformers.js":
+        from onnxport.tasks.layouts.cli import run_transformersjs_export
+
+        return run_transformersjs_export(ns, output_dir)
+    if getattr(ns, "dtypes", None):
+        print("onnxport export: --dtypes is an option of --layout transformers.js",
+              file=sys.stderr)
+        return 2
     say, close, saving = _progress_with_bytes()
     try:
         result = export_checkpoint(
