@@ -35,17 +35,39 @@ _INTS = (ir.DataType.INT4, ir.DataType.UINT4, ir.DataType.INT8, ir.DataType.UINT
 
 @dataclasses.dataclass
 class Dequantized:
-    """A constant weight dequantized as DequantizeLinear computes it: `q` [dims], `scale` and
-    `zero` of DequantizeLinear's layout (a scalar; [dims[axis]]; dims with axis cut to
-    blocks), `block` 0 when not blocked; `nodes` compute it from the constants."""
+    """A constant weight dequantized as DequantizeLinear computes it: the integer constant
+    `weight` of `shape`, `scale` and `zero` of DequantizeLinear's layout (a scalar;
+    [dims[axis]]; dims with axis cut to blocks), `block` 0 when not blocked; `nodes` compute
+    it from the constants. `ints()` reads the integers (as int32)."""
 
-    q: np.ndarray
+    weight: ir.Value
+    shape: tuple[int, ...]
     dtype: ir.DataType
     scale: np.ndarray
     zero: np.ndarray | None
     axis: int
     block: int
     nodes: list[ir.Node]
+
+    def ints(self) -> np.ndarray:
+        data = f.constant(self.weight)
+        assert data is not None
+        return data.astype(np.int32)
+
+
+def _const_shape(value: ir.Value | None) -> tuple[int, ...] | None:
+    """The static shape of a constant (an initializer with data or a Constant's output)."""
+    if value is None or value.is_graph_input() or value.dtype not in _INTS:
+        return None
+    tensor = value.const_value
+    if tensor is None:
+        node = value.producer()
+        attr = None if node is None or node.op_type != "Constant" or node.domain \
+            else node.attributes.get("value")
+        if attr is None or attr.type != ir.AttributeType.TENSOR:
+            return None
+        tensor = attr.as_tensor()
+    return tuple(int(d) for d in tensor.shape)
 
 
 def _attr(node: ir.Node, name: str, default: int) -> int:
@@ -56,30 +78,29 @@ def _attr(node: ir.Node, name: str, default: int) -> int:
 def _from_dq(dq: ir.Node) -> Dequantized | None:
     w, scale = dq.inputs[0], dq.inputs[1]
     zero = dq.inputs[2] if len(dq.inputs) > 2 else None
-    if w is None or w.dtype not in _INTS or w.shape is None:
-        return None
-    q, s = f.constant(w), f.constant(scale)
+    shape = _const_shape(w)
+    s = f.constant(scale)
     z = None if zero is None else f.constant(zero)
-    if q is None or s is None or (zero is not None and z is None) or s.dtype != np.float32:
+    if shape is None or s is None or (zero is not None and z is None) or s.dtype != np.float32:
         return None
     if _attr(dq, "output_dtype", 0) not in (0, ir.DataType.FLOAT):
         return None
     axis = _attr(dq, "axis", 1)
-    axis = axis + q.ndim if axis < 0 else axis
+    axis = axis + len(shape) if axis < 0 else axis
     block = _attr(dq, "block_size", 0)
     if s.size == 1 and not block:
         s, z = s.reshape(()), None if z is None else z.reshape(())
-    elif not 0 <= axis < q.ndim:
+    elif not 0 <= axis < len(shape):
         return None
     elif block:  # the last block may be partial
-        if s.shape != tuple(-(-n // block) if i == axis else n for i, n in enumerate(q.shape)):
+        if s.shape != tuple(-(-n // block) if i == axis else n for i, n in enumerate(shape)):
             return None
-    elif s.shape != (q.shape[axis],):
+    elif s.shape != (shape[axis],):
         return None
     if z is not None and z.shape != s.shape:
         return None
-    return Dequantized(q.astype(np.int32), w.dtype, s, None if z is None else z.astype(np.int32),
-                       axis, block, [dq])
+    return Dequantized(w, shape, w.dtype, s,  # type: ignore[arg-type]
+                       None if z is None else z.astype(np.int32), axis, block, [dq])
 
 
 def _from_arithmetic(value: ir.Value) -> Dequantized | None:
@@ -115,36 +136,36 @@ def _from_arithmetic(value: ir.Value) -> Dequantized | None:
         return None
     nodes.append(cast)
     w = cast.inputs[0]
-    q = f.constant(w)
-    if q is None or w is None or w.dtype not in _INTS:
+    shape = _const_shape(w)
+    if shape is None or w is None:
         return None
-    dims = list(q.shape)
+    dims = list(shape)
     if z is not None and z.shape != s.shape:
         return None
     if split is None:
         along = [i for i, n in enumerate(s.shape) if n != 1]
         if s.size == 1:
             axis, block, layout = 0, 0, ()
-        elif s.ndim == q.ndim and len(along) == 1 and s.shape[along[0]] == dims[along[0]]:
+        elif s.ndim == len(dims) and len(along) == 1 and s.shape[along[0]] == dims[along[0]]:
             axis, block, layout = along[0], 0, (dims[along[0]],)
         else:
             return None
     else:
-        shape = f.constant(split.inputs[1])
-        if shape is None or s.ndim != q.ndim + 1 or len(shape) != q.ndim + 1:
+        split_to = f.constant(split.inputs[1])
+        if split_to is None or s.ndim != len(dims) + 1 or len(split_to) != len(dims) + 1:
             return None
-        shape = [int(n) for n in shape]
-        axis = next((i for i in range(len(dims)) if shape[i] != dims[i]), -1)
+        split_to = [int(n) for n in split_to]
+        axis = next((i for i in range(len(dims)) if split_to[i] != dims[i]), -1)
         back = f.constant(out_reshape.inputs[1]) if out_reshape is not None else None
-        if axis < 0 or shape[axis] * shape[axis + 1] != dims[axis] \
-                or shape[axis + 2:] != dims[axis + 1:] or back is None or list(back) != dims \
-                or s.shape[axis + 1] != 1:
+        if axis < 0 or split_to[axis] * split_to[axis + 1] != dims[axis] \
+                or split_to[axis + 2:] != dims[axis + 1:] or back is None \
+                or list(back) != dims or s.shape[axis + 1] != 1:
             return None
-        block = shape[axis + 1]
+        block = split_to[axis + 1]
         layout = tuple(n for i, n in enumerate(s.shape) if i != axis + 1)
     s = s.reshape(layout)
     z = None if z is None else z.reshape(layout).astype(np.int32)
-    return Dequantized(q.astype(np.int32), w.dtype, s, z, axis, block, nodes)
+    return Dequantized(w, shape, w.dtype, s, z, axis, block, nodes)
 
 
 def dequantized_weight(value: ir.Value | None) -> Dequantized | None:
@@ -192,18 +213,18 @@ class FoldableWeightDequantPass(f.MatchRewritePass):
         if not out.uses() or _in_qdq_kernel(out):
             return None
         d = _from_dq(node)
-        if d is None or (d.block and d.q.shape[d.axis] % d.block):
+        if d is None or (d.block and d.shape[d.axis] % d.block):
             return None  # a partial last block has no Reshape form
         return (d,)
 
     def _rewrite(self, graph: ir.Graph, namer: f.Namer, node: ir.Node, d: Dequantized) -> None:
         float_ = ir.DataType.FLOAT
-        out_shape = ir.Shape(list(d.q.shape))
+        out_shape = ir.Shape(list(d.shape))
         cast = f.make_node(namer, node, "Cast", [node.inputs[0]], {"to": float_}, dtype=float_,
                            shape=out_shape)
         new = [cast]
         x = cast.outputs[0]
-        dims = list(d.q.shape)
+        dims = list(d.shape)
         if d.block:
             split = dims[:d.axis] + [dims[d.axis] // d.block, d.block] + dims[d.axis + 1:]
             param_shape = split[:d.axis + 1] + [1] + split[d.axis + 2:]

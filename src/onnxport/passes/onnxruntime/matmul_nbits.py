@@ -73,17 +73,18 @@ class _Weight:
         self.block, self.bits, self.signed = block, bits, signed
 
 
-def _read_weight(value: ir.Value | None, n_axis: int, block_size: int
-                 ) -> tuple[_Weight, list[ir.Node]] | None:
+def _read_weight(value: ir.Value | None, n_axis: int, block_size: int,
+                 bits_allowed: tuple[int, ...] = (4, 8)) -> tuple[_Weight, list[ir.Node]] | None:
     """The constant weight `value` dequantizes (DequantizeLinear, or the arithmetic
     FoldableWeightDequantPass writes), [K, N] (`n_axis` 1) or [N, K] (`n_axis` 0), as [N, K]
     with the nodes computing it; None when it is not a 4/8-bit 2-D weight. Per channel and per
     tensor weights take `block_size`."""
     d = dequantized_weight(value)
-    if d is None or d.dtype not in _BITS or d.q.ndim != 2:
+    if d is None or d.dtype not in _BITS or len(d.shape) != 2 \
+            or _BITS[d.dtype][0] not in bits_allowed:
         return None
     bits, signed = _BITS[d.dtype]
-    q, s, z = d.q, d.scale, d.zero
+    q, s, z = d.ints(), d.scale, d.zero
     if n_axis == 1:
         q = q.T
     n, k = q.shape
@@ -155,7 +156,7 @@ class FuseMatMulNBitsPass(f.MatchRewritePass):
                 w, n_axis, chain = transpose.inputs[0], 0, [transpose]
             else:
                 w, n_axis, chain = node.inputs[1], 1, []
-        read = _read_weight(w, n_axis, self.block_size)
+        read = _read_weight(w, n_axis, self.block_size, self.bits)
         if read is None or read[0].bits not in self.bits:
             return None
         weight = read[0]
