@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import onnx_ir as ir
 import torch
 
 from onnxport.capture.torchscript import (
@@ -498,6 +499,7 @@ def verify_onnx_program(onnx_program: Any, args: tuple[Any, ...] | None = None,
         actual = onnx_program(*args, **kwargs)
         return [VerificationInfo.from_tensors(str(v.name), e, a)
                 for e, a, v in zip(expected, actual, onnx_program.model.graph.outputs)]
+    onnx_program = _own_program(onnx_program)
     compared, missing = _compare_values(onnx_program, fx_items(onnx_program, args, kwargs), args,
                                  kwargs)
     if missing:
@@ -505,10 +507,25 @@ def verify_onnx_program(onnx_program: Any, args: tuple[Any, ...] | None = None,
     return [c.info for c in compared]
 
 
+def _own_program(program: Any) -> Any:
+    """`program` as onnxport's ONNXProgram: another exporter's (torch.onnx's) ONNXProgram,
+    with its ONNX model and ExportedProgram, is wrapped so that it runs as onnxport's does."""
+    from onnxport.program import ONNXProgram
+
+    if isinstance(program, ONNXProgram):
+        return program
+    model = getattr(program, "model", None)
+    if not isinstance(model, ir.Model) or not hasattr(program, "exported_program"):
+        raise TypeError(f"expected an ONNXProgram (with .model and .exported_program), got "
+                        f"{type(program).__name__}")
+    return ONNXProgram(model, program.exported_program)
+
+
 def _compare_values(program: Any, items: Any, args: Any, kwargs: Any, level: str = "default"
              ) -> tuple[list[Any], list[str]]:
     from onnxport.verify.intermediates import compare_intermediates, session_options
 
+    program = _own_program(program)
     runtime = program.runtime_options
     base = runtime.session_options if runtime is not None else None
     providers = runtime.execution_providers if runtime is not None else None

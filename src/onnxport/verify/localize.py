@@ -277,9 +277,9 @@ class _DynamoCase:
     """An ONNXProgram with its ExportedProgram: FX values, FX names."""
 
     def __init__(self, program: Any, args: Any, kwargs: Any) -> None:
-        from onnxport.verification import _example_inputs
+        from onnxport.verification import _example_inputs, _own_program
 
-        self.program = program
+        self.program = _own_program(program)
         self.args, self.kwargs = _example_inputs(program, args, kwargs)
         self.kinds = _placeholder_kinds(program.exported_program)
 
