@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import onnx_ir as ir
 import torch
 
 from onnxport.tasks.errors import TaskError
@@ -103,7 +104,11 @@ def quantize_program(program: Any, spec: QuantizeSpec, target: str) -> Any:
     done = quantize_weights(program.model, bits=spec.bits, block_size=spec.block_size,
                             symmetric=spec.symmetric)
     if target == "onnxruntime" and done.nodes:
-        run_passes(program.model, [*_weight_passes(target), *cleanup_passes()])
+        # The weight passes write the packed weights as Constant nodes; as initializers they
+        # go to external data like any weight (a protobuf holds at most 2 GB).
+        run_passes(program.model, [*_weight_passes(target), *cleanup_passes(),
+                                   ir.passes.common.LiftConstantsToInitializersPass(
+                                       size_limit=1024)])
     return done
 
 
