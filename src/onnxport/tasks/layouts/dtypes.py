@@ -5,9 +5,13 @@ Each writer takes a float32 ONNX file and writes its variant:
 * fp16 (`_fp16`): float16 weights and compute by ONNX Runtime's float16 converter, with the
   ops its block list names (and the graph's inputs and outputs) kept in float32, so callers
   feed and read float32 as at fp32;
-* q8 (`_quantized`), int8 (`_int8`): dynamic quantization of the MatMul/Gemm weights to int8
-  per tensor, activations quantized at run time (`onnxruntime.quantization.quantize_dynamic`:
-  DynamicQuantizeLinear + MatMulInteger); uint8 (`_uint8`): the same with uint8 weights;
+* q8 (`_quantized`), uint8 (`_uint8`): dynamic quantization of the MatMul/Gemm weights to
+  uint8 per tensor, activations quantized to uint8 at run time
+  (`onnxruntime.quantization.quantize_dynamic`: DynamicQuantizeLinear + MatMulInteger);
+  int8 (`_int8`): the same with int8 weights. q8 takes uint8 weights because ONNX Runtime's
+  x86 AVX2 kernel for uint8 x int8 products adds pairs of products in int16, which
+  saturates (its documented caveat), while WebAssembly's kernel does not: with int8 weights
+  Node and the browser give different results from the same file, with uint8 the same;
 * q4 (`_q4`): onnxport's RTN quantizer (`onnxport.quantize`, the CLI's `--quantize int4`) in
   signed blocks of 32 along K, then `com.microsoft.MatMulNBits` at accuracy level 0 (float32
   activations); q4f16 (`_q4f16`): the q4 file converted as fp16 is (float16 activations and
@@ -167,9 +171,9 @@ def write_dtype(dtype: str, fp32: Path, dst: Path) -> None:
     """Write the `dtype` variant of the float32 file `fp32` to `dst`."""
     if dtype == "fp16":
         _fp16(fp32, dst)
-    elif dtype in ("q8", "int8"):
+    elif dtype == "int8":
         _dynamic_int8(fp32, dst, signed=True)
-    elif dtype == "uint8":
+    elif dtype in ("q8", "uint8"):
         _dynamic_int8(fp32, dst, signed=False)
     elif dtype == "q4":
         _q4(fp32, dst)

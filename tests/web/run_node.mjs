@@ -1,0 +1,57 @@
+// Runs tiny transformers.js folders in Node: node run_node.mjs JOB.json OUT.json
+// JOB: {"transformers": ".../transformers.node.mjs", "root": localModelPath,
+//       "runs": [{"name", "kind": classify|generate|text2text|image, "dtypes": [...],
+//                 "text"?, "pixel_values"?: {"dims", "data"}, "max_new_tokens"?}]}
+// OUT: {name: {dtype: {"input_ids", "logits": {"dims", "data"}, "tokens"?} | {"error"}}}
+import { readFileSync, writeFileSync } from "node:fs";
+import { pathToFileURL } from "node:url";
+
+const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const tjs = await import(pathToFileURL(job.transformers).href);
+const { env, Tensor, AutoTokenizer, AutoModelForSequenceClassification, AutoModelForCausalLM,
+        AutoModelForSeq2SeqLM, AutoModelForImageClassification } = tjs;
+env.allowRemoteModels = false;
+env.allowLocalModels = true;
+env.localModelPath = job.root;
+
+const plain = (t) => ({ dims: t.dims, data: Array.from(t.data, Number) });
+const ids = (t) => Array.from(t.data, Number);
+const classes = { classify: AutoModelForSequenceClassification, generate: AutoModelForCausalLM,
+                  text2text: AutoModelForSeq2SeqLM, image: AutoModelForImageClassification };
+
+const results = {};
+for (const run of job.runs) {
+  results[run.name] = {};
+  for (const dtype of run.dtypes) {
+    try {
+      const model = await classes[run.kind].from_pretrained(run.name, { dtype });
+      const got = {};
+      if (run.kind === "image") {
+        const pv = run.pixel_values;
+        const out = await model({ pixel_values: new Tensor("float32", Float32Array.from(pv.data), pv.dims) });
+        got.logits = plain(out.logits);
+      } else {
+        const tokenizer = await AutoTokenizer.from_pretrained(run.name);
+        const inputs = tokenizer(run.text);
+        got.input_ids = ids(inputs.input_ids);
+        let feeds = inputs;
+        if (run.kind === "text2text") {
+          const start = BigInt(model.config.decoder_start_token_id);
+          feeds = { ...inputs, decoder_input_ids: new Tensor("int64", BigInt64Array.from([start]), [1, 1]) };
+        }
+        const out = await model(feeds);
+        got.logits = plain(out.logits);
+        if (run.kind !== "classify") {
+          const seq = await model.generate({ ...inputs, max_new_tokens: run.max_new_tokens ?? 8,
+                                             do_sample: false });
+          got.tokens = ids(seq);
+        }
+      }
+      await model.dispose();
+      results[run.name][dtype] = got;
+    } catch (e) {
+      results[run.name][dtype] = { error: String(e && e.stack || e).slice(0, 2000) };
+    }
+  }
+}
+writeFileSync(process.argv[3], JSON.stringify(results));

@@ -1,0 +1,141 @@
+"""`onnxport export --layout transformers.js` folders loaded by transformers.js in Node.
+
+Tiny BERT (text-classification), Qwen3 (text-generation with past), T5 (text2text with
+past) and ViT (image-classification) checkpoints with real tokenizer files, each exported
+once by the CLI at fp32, fp16, q8 and q4, then run by transformers.js 4.x on
+onnxruntime-node in one `node` process (run_node.mjs): its tokenizer, its model classes, its
+generate(). Compared with eager PyTorch on the same token ids:
+
+* fp32: logits within 1e-4, greedy tokens equal;
+* fp16: logits within 2% of the largest (float16 keeps 11 significant bits; a few layers of
+  rounding stay well under it);
+* q8, q4: finite logits of the right shape, and generation runs; their error is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from tests.web.conftest import REPO, TRANSFORMERS_NODE
+
+DTYPES = ["fp32", "fp16", "q8", "q4"]
+TEXT = "the cat sat on the mat"
+MAX_NEW_TOKENS = 6
+KINDS = {"bert": "classify", "qwen3": "generate", "t5": "text2text", "vit": "image"}
+SCRIPT = Path(__file__).with_name("run_node.mjs")
+
+
+def _pixels() -> np.ndarray:
+    return np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def web_folders(web_checkpoints: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """localModelPath: <root>/<name>/ exported by `onnxport export --layout transformers.js`
+    (the four exports run side by side)."""
+    root = tmp_path_factory.mktemp("web-models")
+    procs = {}
+    for name in KINDS:
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "onnxport.cli", "export", "--model",
+             str(web_checkpoints(name)), str(root / name), "--layout", "transformers.js",
+             "--dtypes", ",".join(DTYPES)]
+            # the CLI's own per-dtype validation once (T5: both decoder branches), the others
+            # are compared with eager below through transformers.js
+            + ([] if name == "t5" else ["--no-validate"]),
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, f"export of {name} failed:\n{out[-3000:]}\n{err[-3000:]}"
+        if name == "t5":
+            assert "validated: every dtype's file" in out, out
+    return root
+
+
+@pytest.fixture(scope="module")
+def node_results(web_clients: Path, web_folders: Path, tmp_path_factory: pytest.TempPathFactory
+                 ) -> dict[str, dict[str, Any]]:
+    """name -> dtype -> what transformers.js gave (input_ids, logits, tokens)."""
+    work = tmp_path_factory.mktemp("node")
+    pixels = _pixels()
+    runs = []
+    for name, kind in KINDS.items():
+        run: dict[str, Any] = {"name": name, "kind": kind, "dtypes": DTYPES,
+                               "max_new_tokens": MAX_NEW_TOKENS}
+        if kind == "image":
+            run["pixel_values"] = {"dims": list(pixels.shape), "data": pixels.ravel().tolist()}
+        else:
+            run["text"] = TEXT
+        runs.append(run)
+    job = {"transformers": str(web_clients / TRANSFORMERS_NODE),
+           "root": str(web_folders) + "/", "runs": runs}
+    (work / "job.json").write_text(json.dumps(job))
+    proc = subprocess.run(["node", str(SCRIPT), str(work / "job.json"), str(work / "out.json")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"node failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return json.loads((work / "out.json").read_text())
+
+
+def _eager(name: str, folder: Path, got: dict[str, Any]) -> tuple[np.ndarray, list[int] | None]:
+    """Eager PyTorch's logits (and greedy tokens) for the inputs transformers.js used."""
+    import transformers as tf
+
+    auto = {"bert": tf.AutoModelForSequenceClassification, "qwen3": tf.AutoModelForCausalLM,
+            "t5": tf.AutoModelForSeq2SeqLM, "vit": tf.AutoModelForImageClassification}[name]
+    model = auto.from_pretrained(str(folder)).eval()
+    with torch.no_grad():
+        if name == "vit":
+            return model(pixel_values=torch.from_numpy(_pixels())).logits.numpy(), None
+        ids = torch.tensor([got["input_ids"]])
+        mask = torch.ones_like(ids)
+        if name == "bert":
+            return model(input_ids=ids, attention_mask=mask,
+                         token_type_ids=torch.zeros_like(ids)).logits.numpy(), None
+        kwargs: dict[str, Any] = {}
+        if name == "t5":
+            start = model.config.decoder_start_token_id
+            kwargs["decoder_input_ids"] = torch.tensor([[start]])
+        logits = model(input_ids=ids, attention_mask=mask, **kwargs).logits.numpy()
+        tokens = model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
+                                max_new_tokens=MAX_NEW_TOKENS)
+        return logits, tokens[0].tolist()
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_transformersjs_loads_every_dtype(name: str, node_results: dict[str, Any],
+                                          web_checkpoints: Any) -> None:
+    results = node_results[name]
+    ref_logits: np.ndarray | None = None
+    ref_tokens: list[int] | None = None
+    lines = []
+    for dtype in DTYPES:
+        got = results[dtype]
+        assert "error" not in got, f"transformers.js failed on {name} {dtype}:\n{got['error']}"
+        if ref_logits is None:
+            ref_logits, ref_tokens = _eager(name, web_checkpoints(name), got)
+        logits = np.asarray(got["logits"]["data"], np.float64).reshape(got["logits"]["dims"])
+        assert logits.shape == ref_logits.shape, (name, dtype, logits.shape, ref_logits.shape)
+        assert np.isfinite(logits).all(), (name, dtype)
+        diff = float(np.abs(logits - ref_logits).max())
+        largest = float(np.abs(ref_logits).max())
+        tokens = got.get("tokens")
+        lines.append(f"{name} {dtype}: max |logits - eager| {diff:.3g} "
+                     f"({diff / largest:.2%} of the largest)"
+                     + (f", tokens {tokens} (eager {ref_tokens})" if tokens else ""))
+        if dtype == "fp32":
+            assert diff <= 1e-4, lines[-1]
+            assert tokens == ref_tokens, lines[-1]
+        elif dtype == "fp16":
+            assert diff <= 0.02 * largest, lines[-1]
+        if ref_tokens is not None:  # generation ran: new tokens beyond the prompt/start
+            prompt = len(got["input_ids"]) if name == "qwen3" else 1
+            assert tokens and len(tokens) > prompt, lines[-1]
+    print("\n".join(lines))
