@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,10 +22,17 @@ from typing import Any
 
 import pytest
 
+import numpy as np
+
 from tests.processes import file_lock
 from tests.web.checkpoints import save_web_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
+DTYPES = ["fp32", "fp16", "q8", "q4"]
+TEXT = "the cat sat on the mat"
+MAX_NEW_TOKENS = 6
+KINDS = {"bert": "classify", "qwen3": "generate", "t5": "text2text", "vit": "image"}
+NODE_SCRIPT = Path(__file__).with_name("run_node.mjs")
 WEB_PACKAGES = {"@huggingface/transformers": "4.3.2", "@sparticuz/chromium": "147.0.0",
                 "puppeteer-core": "24.43.1"}
 TRANSFORMERS_NODE = "node_modules/@huggingface/transformers/dist/transformers.node.mjs"
@@ -70,3 +78,55 @@ def web_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Any:
         return made[name]
 
     return get
+
+
+def pixels() -> np.ndarray:
+    """The image the ViT runs are fed (the image processor is not exercised)."""
+    return np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)
+
+
+@pytest.fixture(scope="session")
+def web_folders(web_checkpoints: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """localModelPath: <root>/<name>/ exported by `onnxport export --layout transformers.js`
+    (the four exports run side by side)."""
+    root = tmp_path_factory.mktemp("web-models")
+    procs = {}
+    for name in KINDS:
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "onnxport.cli", "export", "--model",
+             str(web_checkpoints(name)), str(root / name), "--layout", "transformers.js",
+             "--dtypes", ",".join(DTYPES)]
+            # the CLI's own per-dtype validation once (T5: both decoder branches), the others
+            # are compared with eager below through transformers.js
+            + ([] if name == "t5" else ["--no-validate"]),
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, f"export of {name} failed:\n{out[-3000:]}\n{err[-3000:]}"
+        if name == "t5":
+            assert "validated: every dtype's file" in out, out
+    return root
+
+
+@pytest.fixture(scope="session")
+def node_results(web_clients: Path, web_folders: Path, tmp_path_factory: pytest.TempPathFactory
+                 ) -> dict[str, dict[str, Any]]:
+    """name -> dtype -> what transformers.js gave (input_ids, logits, tokens)."""
+    work = tmp_path_factory.mktemp("node")
+    values = pixels()
+    runs = []
+    for name, kind in KINDS.items():
+        run: dict[str, Any] = {"name": name, "kind": kind, "dtypes": DTYPES,
+                               "max_new_tokens": MAX_NEW_TOKENS}
+        if kind == "image":
+            run["pixel_values"] = {"dims": list(values.shape), "data": values.ravel().tolist()}
+        else:
+            run["text"] = TEXT
+        runs.append(run)
+    job = {"transformers": str(web_clients / TRANSFORMERS_NODE),
+           "root": str(web_folders) + "/", "runs": runs}
+    (work / "job.json").write_text(json.dumps(job))
+    proc = subprocess.run(["node", str(NODE_SCRIPT), str(work / "job.json"), str(work / "out.json")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"node failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return json.loads((work / "out.json").read_text())

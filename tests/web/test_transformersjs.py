@@ -14,9 +14,6 @@ generate(). Compared with eager PyTorch on the same token ids:
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,64 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.web.conftest import REPO, TRANSFORMERS_NODE
-
-DTYPES = ["fp32", "fp16", "q8", "q4"]
-TEXT = "the cat sat on the mat"
-MAX_NEW_TOKENS = 6
-KINDS = {"bert": "classify", "qwen3": "generate", "t5": "text2text", "vit": "image"}
-SCRIPT = Path(__file__).with_name("run_node.mjs")
-
-
-def _pixels() -> np.ndarray:
-    return np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)
-
-
-@pytest.fixture(scope="module")
-def web_folders(web_checkpoints: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """localModelPath: <root>/<name>/ exported by `onnxport export --layout transformers.js`
-    (the four exports run side by side)."""
-    root = tmp_path_factory.mktemp("web-models")
-    procs = {}
-    for name in KINDS:
-        procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "onnxport.cli", "export", "--model",
-             str(web_checkpoints(name)), str(root / name), "--layout", "transformers.js",
-             "--dtypes", ",".join(DTYPES)]
-            # the CLI's own per-dtype validation once (T5: both decoder branches), the others
-            # are compared with eager below through transformers.js
-            + ([] if name == "t5" else ["--no-validate"]),
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for name, proc in procs.items():
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, f"export of {name} failed:\n{out[-3000:]}\n{err[-3000:]}"
-        if name == "t5":
-            assert "validated: every dtype's file" in out, out
-    return root
-
-
-@pytest.fixture(scope="module")
-def node_results(web_clients: Path, web_folders: Path, tmp_path_factory: pytest.TempPathFactory
-                 ) -> dict[str, dict[str, Any]]:
-    """name -> dtype -> what transformers.js gave (input_ids, logits, tokens)."""
-    work = tmp_path_factory.mktemp("node")
-    pixels = _pixels()
-    runs = []
-    for name, kind in KINDS.items():
-        run: dict[str, Any] = {"name": name, "kind": kind, "dtypes": DTYPES,
-                               "max_new_tokens": MAX_NEW_TOKENS}
-        if kind == "image":
-            run["pixel_values"] = {"dims": list(pixels.shape), "data": pixels.ravel().tolist()}
-        else:
-            run["text"] = TEXT
-        runs.append(run)
-    job = {"transformers": str(web_clients / TRANSFORMERS_NODE),
-           "root": str(web_folders) + "/", "runs": runs}
-    (work / "job.json").write_text(json.dumps(job))
-    proc = subprocess.run(["node", str(SCRIPT), str(work / "job.json"), str(work / "out.json")],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"node failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return json.loads((work / "out.json").read_text())
+from tests.web.conftest import DTYPES, KINDS, MAX_NEW_TOKENS, pixels
 
 
 def _eager(name: str, folder: Path, got: dict[str, Any]) -> tuple[np.ndarray, list[int] | None]:
@@ -93,7 +33,7 @@ def _eager(name: str, folder: Path, got: dict[str, Any]) -> tuple[np.ndarray, li
     model = auto.from_pretrained(str(folder)).eval()
     with torch.no_grad():
         if name == "vit":
-            return model(pixel_values=torch.from_numpy(_pixels())).logits.numpy(), None
+            return model(pixel_values=torch.from_numpy(pixels())).logits.numpy(), None
         ids = torch.tensor([got["input_ids"]])
         mask = torch.ones_like(ids)
         if name == "bert":
