@@ -157,6 +157,26 @@ def test_int4_folder_in_clients(llama_int4: Path, checkpoints: Any, run_client: 
     np.testing.assert_array_equal(got["tokens"], want)
 
 
+def test_int4_accuracy_level_0_is_exact(checkpoints: Any, tmp_path: Path) -> None:
+    """--accuracy-level 0: MatMulNBits keeps float activations, so the graph is the eager
+    model with the RTN weights up to float32 summation order (1e-4)."""
+    out = tmp_path / "llama-int4-acc0"
+    proc = run_cli("export", "--model", str(checkpoints("llama")), str(out), "--target",
+                   "onnxruntime", "--quantize", "int4", "--accuracy-level", "0")
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    proto = onnx.load(str(out / "model.onnx"), load_external_data=False)
+    levels = {a.i for n in proto.graph.node if n.op_type == "MatMulNBits"
+              for a in n.attribute if a.name == "accuracy_level"}
+    assert levels <= {0} and _ops(out / "model.onnx")["com.microsoft.MatMulNBits"] >= 9
+    model = _eager(checkpoints("llama"))
+    torch.manual_seed(11)
+    ids = torch.randint(3, 99, (2, 9))
+    got = _session_logits(out / "model.onnx", model.config, ids)
+    with torch.no_grad():
+        want = _rtn_copy(model, 4)(ids).logits.numpy()
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+
+
 @pytest.mark.parametrize("target", ["onnx", "onnxruntime"])
 def test_int8(target: str, checkpoints: Any, tmp_path: Path) -> None:
     out = tmp_path / f"llama-int8-{target}"

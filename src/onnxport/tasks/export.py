@@ -373,13 +373,11 @@ def _parse_target(target: str, accuracy_level: int | None) -> str:
     if target != "onnxruntime":
         raise TaskError("accuracy_level (--accuracy-level) is an option of "
                         "target='onnxruntime' (MatMulNBits)")
-    from onnxport import options
+    from onnxport.options import OnnxRuntimeTarget
 
-    make = getattr(options, "OnnxRuntimeTarget", None)
-    if make is None:
-        raise TaskError("this onnxport has no ONNX Runtime target options (accuracy_level)")
     try:
-        return make(int4_accuracy_level=accuracy_level)
+        return OnnxRuntimeTarget(int4_accuracy_level=accuracy_level,
+                                 int4_block_size=getattr(target, "int4_block_size", 32))
     except ValueError as e:
         raise TaskError(str(e)) from None
 

@@ -85,14 +85,12 @@ class QuantizeSpec:
 def _weight_passes(target: str) -> list[Any]:
     """The ONNX Runtime target's passes that rewrite dequantized weights (MatMulNBits, uint8
     weights), configured as the target is (accuracy level, block size)."""
+    from onnxport.options import OnnxRuntimeTarget
     from onnxport.passes.onnxruntime import onnxruntime_passes
     from onnxport.passes.onnxruntime.matmul_nbits import FuseMatMulNBitsPass
     from onnxport.passes.onnxruntime.uint8_weights import Uint8WeightsPass
 
-    try:
-        passes = onnxruntime_passes(target if not type(target) is str else None)  # type: ignore[call-arg]
-    except TypeError:  # a target without options
-        passes = onnxruntime_passes()
+    passes = onnxruntime_passes(target if isinstance(target, OnnxRuntimeTarget) else None)
     return [p for p in passes if isinstance(p, (FuseMatMulNBitsPass, Uint8WeightsPass))]
 
 
