@@ -9,6 +9,7 @@ order, zero point packing, block layout or transposition moves outputs by whole 
 from __future__ import annotations
 
 import collections
+import warnings
 
 import numpy as np
 import pytest
@@ -228,3 +229,31 @@ def test_decoder_int4_packed_qkv_into_group_query_attention() -> None:
     step = session.run(None, {"input_ids": ids[:, 6:].numpy(),
                               "attention_mask": np.ones((1, 7), np.int64), **past})[0]
     np.testing.assert_allclose(step, want[:, 6:], rtol=0, atol=1e-4)
+
+
+def test_verify_checks_the_export_exactly_at_accuracy_level_4() -> None:
+    """export(verify=True) on the ORT target's default (int8 activations): the export is checked
+    with the exact kernel (a wrong export still fails), and a warning says how far level 4
+    moves the outputs; the program keeps level 4."""
+    from torchao.quantization import quantize_
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(96, 48), torch.nn.Tanh()).eval()
+    quantize_(model, _config(torch.int4, 32))
+    x = torch.randn(16, 96) * 2
+    with pytest.warns(UserWarning, match="checked with accuracy_level 0") as record:
+        prog = onnxport.export(model, (x,), opset_version=21, target="onnxruntime",
+                               verify=True)
+    moved = float(str(next(w.message for w in record if "accuracy_level 0" in str(w.message))
+                      ).rsplit("up to ", 1)[1].rstrip("."))
+    assert moved > 1e-5  # level 4 really ran in the check's first run
+    nodes = [n for n in prog.model.graph if n.op_type == "MatMulNBits"]
+    assert [n.attributes["accuracy_level"].value for n in nodes] == [4]
+
+    def wrong_tanh(g, x):
+        return g.op("Sigmoid", x)
+
+    with pytest.raises(onnxport.errors.VerificationError), warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no level-4 note on a failed check
+        onnxport.export(model, (x,), opset_version=21, target="onnxruntime", verify=True,
+                        custom_translation_table={torch.ops.aten.tanh.default: wrong_tanh})
