@@ -20,12 +20,13 @@ as torch.onnx's and listed in the output, so a test using it still runs torch.on
 
 | torch.onnx name | onnxport |
 | --- | --- |
-| `torch.onnx.export`, `dynamo_export`, `is_in_onnx_export`, `enable_fake_mode`, `ExportOptions`, `ONNXProgram`, `JitScalarType`, `select_model_mode_for_export`, `export_to_pretty_string`, `register_custom_op_symbolic`, `unregister_custom_op_symbolic` | the same names of `onnxport` |
+| `torch.onnx.export`, `dynamo_export`, `is_in_onnx_export`, `enable_fake_mode`, `ExportOptions`, `ONNXProgram`, `ExportableModule`, `InputObserver`, `OnnxExporterError`, `JitScalarType`, `select_model_mode_for_export`, `export_to_pretty_string`, `register_custom_op_symbolic`, `unregister_custom_op_symbolic` | the same names of `onnxport` |
 | `torch.onnx.testing` (`assert_onnx_program`) | `onnxport.testing` |
 | `torch.onnx.verification` (`verify_onnx_program`, `VerificationInfo`, `find_mismatch`, ...) | `onnxport.verification` |
 | `torch.onnx._internal.exporter._testing` (the tests' `onnx_testing`) | a module holding `onnxport.testing.assert_onnx_program` |
 | `torch.onnx._internal.exporter._verification` | `VerificationInfo`, `verify_onnx_program`, `_VerificationInterpreter` of `onnxport.verification` |
 | `torch.onnx._internal.exporter._onnx_program` | `ONNXProgram` of `onnxport.program` |
+| `torch.onnx._internal.exporter._exportable_module` | `ExportableModule` of `onnxport.exportable` |
 
 The private modules are replaced both in `sys.modules` and as attributes of their package, so
 `from torch.onnx._internal.exporter import _testing` gets the shim. Prints one row per test
@@ -51,7 +52,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 # torch.onnx attribute -> onnxport attribute of the same name.
 _PUBLIC_NAMES = ("export", "dynamo_export", "is_in_onnx_export", "enable_fake_mode",
-                 "ExportOptions", "ONNXProgram", "JitScalarType", "select_model_mode_for_export",
+                 "ExportOptions", "ONNXProgram", "ExportableModule", "InputObserver",
+                 "OnnxExporterError", "JitScalarType", "select_model_mode_for_export",
                  "export_to_pretty_string", "register_custom_op_symbolic",
                  "unregister_custom_op_symbolic")
 # private torch.onnx module -> (onnxport module, names taken from it)
@@ -61,6 +63,8 @@ _PRIVATE_MODULES = {
         "onnxport.verification",
         ("VerificationInfo", "verify_onnx_program", "_VerificationInterpreter")),
     "torch.onnx._internal.exporter._onnx_program": ("onnxport.program", ("ONNXProgram",)),
+    "torch.onnx._internal.exporter._exportable_module": ("onnxport.exportable",
+                                                         ("ExportableModule",)),
 }
 
 _HUB_MARKERS = ("huggingface.co", "OfflineModeIsEnabled", "LocalEntryNotFoundError",
@@ -96,7 +100,7 @@ def install_onnxport_shim(checks_only: bool = False) -> list[str]:
     sys.modules["torch.onnx.testing"] = onnxport.testing
     sys.modules["torch.onnx.verification"] = onnxport.verification
     for module_name, (source_name, names) in _PRIVATE_MODULES.items():
-        if checks_only and module_name.endswith("_onnx_program"):
+        if checks_only and not module_name.endswith(("_testing", "_verification")):
             continue
         source = importlib.import_module(source_name)
         shim = types.ModuleType(module_name, f"onnxport shim for {module_name}")

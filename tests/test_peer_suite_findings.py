@@ -65,3 +65,26 @@ def test_wrong_translation_in_torch_onnx_program_is_named_by_onnxport() -> None:
     clean = _torch_onnx(model, args)
     assert_onnx_program(clean)
     assert find_first_divergence(clean, args).first is None
+
+
+@pytest.mark.parametrize("namespace", ["torch.onnx", "onnxport"])
+def test_exportable_module_is_abstract(namespace: str) -> None:
+    # Was: onnxport's ExportableModule could be instantiated without example_arguments.
+    base = torch.onnx.ExportableModule if namespace == "torch.onnx" else onnxport.ExportableModule
+    with pytest.raises(TypeError, match="example_arguments"):
+        base()
+
+    class Incomplete(base):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+
+    with pytest.raises(TypeError, match="example_arguments"):
+        Incomplete()
+
+    class Complete(Incomplete):
+        def example_arguments(self) -> tuple:
+            return (torch.randn(2, 3),), None
+
+    x = torch.randn(4, 3)
+    program = Complete().to_onnx(dynamo=True, dynamic_shapes=({0: "batch"},))
+    torch.testing.assert_close(program(x)[0], x * 2)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 
-class ExportableModule(torch.nn.Module):
+class ExportableModule(torch.nn.Module, abc.ABC):
     """A module that knows how it is exported (torch.onnx 2.13's `ExportableModule`).
 
     Subclass it, implement `forward` and `example_arguments`, and optionally `dynamic_shapes`,
     `input_names` and `output_names`; then `module.to_onnx()` or `onnxport.export(module)`
-    exports it with those.
+    exports it with those. It is abstract, as torch.onnx's: a class without
+    `example_arguments` cannot be instantiated (TypeError).
 
     Example:
         >>> import torch, onnxport
@@ -28,9 +30,9 @@ class ExportableModule(torch.nn.Module):
         'batch'
     """
 
+    @abc.abstractmethod
     def example_arguments(self) -> tuple[tuple[Any, ...], dict[str, Any] | None]:
         """The example (args, kwargs) the module is exported with."""
-        raise NotImplementedError(f"{type(self).__name__} must implement example_arguments()")
 
     def dynamic_shapes(self) -> Any:
         """The dynamic_shapes spec (strings name the ONNX dims); None: all static."""
