@@ -17,7 +17,9 @@ Each writer takes a float32 ONNX file and writes its variant:
   activations); q4f16 (`_q4f16`): the q4 file converted as fp16 is (float16 activations and
   scales).
 
-Embeddings (Gather) stay float at every dtype, as in transformers.js's own folders.
+Embeddings (Gather) stay float at fp16 and the 8-bit dtypes; at q4 and q4f16 they are read
+as int8 rows with a scale per row (`quantize_embeddings`), which keeps the q4 file under a
+third of the fp32 one when the vocabulary's table is large.
 """
 
 from __future__ import annotations
@@ -131,7 +133,7 @@ def _load(src: Path) -> onnx.ModelProto:
 def _fp16(src: Path, dst: Path) -> None:
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
-    model = _load(src)
+    model = onnx.load(str(src))  # transposes kept: a tied table stays one initializer
     # the converter's shape inference types the float16 values, which the q4 rewrite of
     # q4f16 needs (MatMulNBits takes a typed activation of known rank)
     converted = convert_float_to_float16(model, keep_io_types=True,
@@ -152,6 +154,7 @@ def _dynamic_int8(src: Path, dst: Path, *, signed: bool) -> None:
 
 def _q4(src: Path, dst: Path) -> None:
     import onnx_ir as ir
+    import onnx_ir.passes.common
 
     from onnxport.passes.onnxruntime.matmul_nbits import FuseMatMulNBitsPass
     from onnxport.quantize import quantize_weights
@@ -164,7 +167,56 @@ def _q4(src: Path, dst: Path) -> None:
                         f"{src.name} has opset {model.opset_imports.get('', 0)}")
     quantize_weights(model, bits=4, block_size=Q4_BLOCK, symmetric=True)
     FuseMatMulNBitsPass(bits=(4,), accuracy_level=0, block_size=Q4_BLOCK)(model)
-    ir.save(model, str(dst))
+    # the weights of Q/K/V (gate/up) packed into one MatMulNBits are left unused behind it
+    onnx_ir.passes.common.RemoveUnusedNodesPass()(model)
+    proto = ir.serde.serialize_model(model)
+    quantize_embeddings(proto)
+    save(proto, dst)
+
+
+def quantize_embeddings(model: onnx.ModelProto) -> int:
+    """Gathers from a constant float table [V, H] read int8 rows scaled per row instead:
+    Gather(table_q, ids) as float * Gather(scale, ids), standard ONNX that dequantizes only
+    the rows looked up (the vocabulary's table is most of a small LM's weights, and 4-bit
+    MatMul weights alone leave the q4 file at a third of fp32's). Returns how many."""
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    done, new_nodes = 0, []
+    for node in graph.node:
+        table = inits.get(node.input[0]) if node.op_type == "Gather" and not node.domain else None
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if table is None or axis != 0 or len(table.dims) != 2 or table.data_type not in (
+                onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16) or table.dims[0] * table.dims[1] < 1024:
+            new_nodes.append(node)
+            continue
+        w = numpy_helper.to_array(table).astype(np.float32)
+        scale = np.abs(w).max(axis=1, keepdims=True) / 127.0
+        q = np.round(w / np.where(scale == 0, 1, scale)).clip(-127, 127).astype(np.int8)
+        base = node.output[0]
+        qname, sname = f"{table.name}_int8_rows", f"{table.name}_row_scale"
+        if qname not in inits:
+            graph.initializer.append(numpy_helper.from_array(q, qname))
+            graph.initializer.append(numpy_helper.from_array(
+                scale.astype(helper.tensor_dtype_to_np_dtype(table.data_type)), sname))
+            inits[qname] = inits[sname] = graph.initializer[-1]
+        new_nodes += [
+            helper.make_node("Gather", [qname, node.input[1]], [base + "_q"], name=node.name + "_q"),
+            helper.make_node("Cast", [base + "_q"], [base + "_f"], name=node.name + "_cast",
+                             to=table.data_type),
+            helper.make_node("Gather", [sname, node.input[1]], [base + "_s"],
+                             name=node.name + "_scale"),
+            helper.make_node("Mul", [base + "_f", base + "_s"], [base], name=node.name + "_mul")]
+        done += 1
+    del graph.node[:]
+    graph.node.extend(new_nodes)
+    used = {n for node in graph.node for n in node.input} | {o.name for o in graph.output}
+    _subgraph_inputs(graph, used)
+    alive = [i for i in graph.initializer if i.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(alive)
+    return done
 
 
 def write_dtype(dtype: str, fp32: Path, dst: Path) -> None:
