@@ -79,3 +79,22 @@ def test_transformersjs_loads_every_dtype(name: str, node_results: dict[str, Any
             prompt = len(got["input_ids"]) if name == "qwen3" else 1
             assert tokens and len(tokens) > prompt, lines[-1]
     print("\n".join(lines))
+
+
+def test_layout_option_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--dtypes without --layout transformers.js, an unknown dtype, --quantize with the
+    layout: usage errors (exit 2) before any work."""
+    from onnxport.tasks.cli import main
+
+    model = str(tmp_path / "no-such-checkpoint")
+    assert main(["export", "--model", model, str(tmp_path / "a"), "--dtypes", "q8"]) == 2
+    assert "--dtypes is an option of --layout transformers.js" in capsys.readouterr().err
+    assert main(["export", "--model", model, str(tmp_path / "b"), "--layout", "transformers.js",
+                 "--quantize", "int4"]) == 2
+    assert "--quantize is not an option of --layout transformers.js" in capsys.readouterr().err
+    from onnxport.tasks.errors import TaskError
+    from onnxport.tasks.layouts.transformersjs import parse_dtypes
+
+    with pytest.raises(TaskError, match="unknown dtype"):
+        parse_dtypes("fp32,q3")
+    assert parse_dtypes("q4,fp32") == ["fp32", "q4"]
