@@ -16,7 +16,8 @@ runs twice under pytest, one flavour after the other, each in its own process:
   rows below): onnxport's assert_onnx_program / verify_onnx_program on torch.onnx's programs.
 
 What the shim swaps (nothing else of torch.onnx is touched; a name onnxport lacks is left
-as torch.onnx's and listed in the output, so a test using it still runs torch.onnx's code):
+as torch.onnx's and listed in the output, so a test using it runs torch.onnx's code on
+onnxport's objects):
 
 | torch.onnx name | onnxport |
 | --- | --- |
@@ -27,6 +28,7 @@ as torch.onnx's and listed in the output, so a test using it still runs torch.on
 | `torch.onnx._internal.exporter._verification` | `VerificationInfo`, `verify_onnx_program`, `_VerificationInterpreter` of `onnxport.verification` |
 | `torch.onnx._internal.exporter._onnx_program` | `ONNXProgram` of `onnxport.program` |
 | `torch.onnx._internal.exporter._exportable_module` | `ExportableModule` of `onnxport.exportable` |
+| `torch.onnx._internal.exporter._input_observer` | `InputObserver` of `onnxport.input_observer` (its private `_infer_dynamic_dimensions` stays torch.onnx's) |
 
 The private modules are replaced both in `sys.modules` and as attributes of their package, so
 `from torch.onnx._internal.exporter import _testing` gets the shim. Prints one row per test
@@ -65,6 +67,8 @@ _PRIVATE_MODULES = {
     "torch.onnx._internal.exporter._onnx_program": ("onnxport.program", ("ONNXProgram",)),
     "torch.onnx._internal.exporter._exportable_module": ("onnxport.exportable",
                                                          ("ExportableModule",)),
+    "torch.onnx._internal.exporter._input_observer": (
+        "onnxport.input_observer", ("InputObserver", "_infer_dynamic_dimensions")),
 }
 
 _HUB_MARKERS = ("huggingface.co", "OfflineModeIsEnabled", "LocalEntryNotFoundError",
@@ -103,11 +107,13 @@ def install_onnxport_shim(checks_only: bool = False) -> list[str]:
         if checks_only and not module_name.endswith(("_testing", "_verification")):
             continue
         source = importlib.import_module(source_name)
+        original = importlib.import_module(module_name)
         shim = types.ModuleType(module_name, f"onnxport shim for {module_name}")
         for name in names:
             if hasattr(source, name):
                 setattr(shim, name, getattr(source, name))
-            else:
+            else:  # left to torch.onnx, and said so
+                setattr(shim, name, getattr(original, name))
                 missing.append(f"{module_name}.{name}")
         sys.modules[module_name] = shim
         setattr(exporter_pkg, module_name.rsplit(".", 1)[1], shim)

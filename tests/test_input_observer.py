@@ -186,7 +186,7 @@ def test_nothing_observed_is_a_runtime_error() -> None:
             pass  # entered, but the model never ran
         with pytest.raises(RuntimeError):
             observer.infer_arguments()
-    with pytest.raises(InputObserverError, match="no call was observed"):
+    with pytest.raises(InputObserverError, match="No inputs were captured: no call was observed"):
         onnxport.InputObserver().infer_dynamic_shapes()
     assert issubclass(InputObserverError, onnxport.OnnxExporterError)
     with pytest.raises(ValueError, match="no method 'generate'"):

@@ -118,6 +118,39 @@ class _Call:
         self.latency = 0.0
 
 
+class ObservedInputs:
+    """The inputs of one recorded call (torch.onnx's `InputCandidate` attributes)."""
+
+    def __init__(self, call: _Call) -> None:
+        self.args = call.args
+        self.kwargs = call.kwargs
+        self.cst_kwargs = dict(call.constants)
+        self.flat_list: list[Any] = pytree.tree_leaves((call.args, call.kwargs))
+        # The tensors in the order of the call holding the most (None where this one has
+        # none); None until arguments or shapes were inferred.
+        self.aligned_flat_list = call.aligned
+
+    def __len__(self) -> int:
+        return len(self.flat_list)
+
+    def str_obs(self) -> str:
+        """A one-line summary."""
+        return (f"InputCandidate(args=#{len(self.args)}(...), kwargs=#{len(self.kwargs)}{{...}}, "
+                f"cst_kwargs={self.cst_kwargs})")
+
+
+class ObservedCalls:
+    """The recorded calls of an InputObserver, as torch.onnx's `InputObserverInfo` reads."""
+
+    def __init__(self, calls: list[_Call]) -> None:
+        self.inputs = [ObservedInputs(c) for c in calls]
+        self.flat_outputs = [list(c.outputs or []) for c in calls]
+        self.latencies = [c.latency for c in calls]
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+
 class _Signature:
     def __init__(self, method: Callable[..., Any]) -> None:
         sig = inspect.signature(method)
@@ -164,6 +197,13 @@ class InputObserver:
     def num_obs(self) -> int:
         """The number of recorded calls."""
         return len(self._calls)
+
+    @property
+    def info(self) -> ObservedCalls:
+        """The recorded calls, read as torch.onnx's `InputObserver.info`: `len(info)`,
+        `info.inputs` (each with `args`, `kwargs`, `flat_list`, `aligned_flat_list`,
+        `str_obs()`), `info.flat_outputs` and `info.latencies`."""
+        return ObservedCalls(self._calls)
 
     @contextlib.contextmanager
     def __call__(self, model: torch.nn.Module, store_n_calls: int = 3,
@@ -254,8 +294,8 @@ class InputObserver:
         """The first call holding the most tensors: its structure is the export's."""
         if not self._calls:
             raise InputObserverError(
-                "no call was observed: run the model inside `with observer(model):` "
-                "before inferring arguments or dynamic shapes")
+                "No inputs were captured: no call was observed; run the model inside "
+                "`with observer(model):` before inferring arguments or dynamic shapes")
         if self._opaque:
             found = "; ".join(f"argument {k!r} holds {', '.join(v)}" for k, v in self._opaque.items())
             raise InputObserverError(
@@ -291,9 +331,9 @@ class InputObserver:
         extra = [k for k in kwargs if k not in ref.kwargs]
         if extra:
             raise InputObserverError(
-                f"a call passed {extra}, which the call holding the most tensors does not pass "
-                f"(it passes {list(ref.kwargs)}); at least one observed call must pass every "
-                "named input")
+                f"At least one call to the observed model must pass every named argument: a "
+                f"call passed {extra}, which the call holding the most tensors does not pass "
+                f"(it passes {list(ref.kwargs)})")
         slots: list[tuple[int | str, Any, Any]] = [
             (i, args[i] if i < len(args) else None, a)
             for i, a in enumerate(ref.args)]
@@ -306,9 +346,11 @@ class InputObserver:
                 continue
             tensors = [x for x in pytree.tree_leaves(value) if isinstance(x, torch.Tensor)]
             if len(tensors) != expected:
+                kind = f"Positional argument {name}" if isinstance(name, int) else \
+                    f"Named argument {name!r}"
                 raise InputObserverError(
-                    f"argument {name!r} holds {len(tensors)} tensors in one call and "
-                    f"{expected} in another; the observed calls must agree on its structure")
+                    f"{kind} has {len(tensors)} tensors in one call and {expected} in "
+                    "another; the observed calls must agree on its structure")
             flat.extend(tensors)
         return flat
 
