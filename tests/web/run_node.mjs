@@ -1,15 +1,17 @@
 // Runs tiny transformers.js folders in Node: node run_node.mjs JOB.json OUT.json
 // JOB: {"transformers": ".../transformers.node.mjs", "root": localModelPath,
-//       "runs": [{"name", "kind": classify|generate|text2text|image, "dtypes": [...],
-//                 "text"?, "pixel_values"?: {"dims", "data"}, "max_new_tokens"?}]}
+//       "runs": [{"name", "kind": classify|generate|text2text|image|raw, "dtypes": [...],
+//                 "text"? (or "input_ids"?: [...], no tokenizer), "pixel_values"?: {"dims",
+//                 "data"}, "feeds"?: {name: {"type", "dims", "data"}} (raw: AutoModel, every
+//                 output returned), "max_new_tokens"?}]}
 // OUT: {name: {dtype: {"input_ids", "logits": {"dims", "data"}, "tokens"?} | {"error"}}}
 import { readFileSync, writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 
 const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const tjs = await import(pathToFileURL(job.transformers).href);
-const { env, Tensor, AutoTokenizer, AutoModelForSequenceClassification, AutoModelForCausalLM,
-        AutoModelForSeq2SeqLM, AutoModelForImageClassification } = tjs;
+const { env, Tensor, AutoTokenizer, AutoModel, AutoModelForSequenceClassification,
+        AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForImageClassification } = tjs;
 env.allowRemoteModels = false;
 env.allowLocalModels = true;
 env.localModelPath = job.root;
@@ -17,7 +19,12 @@ env.localModelPath = job.root;
 const plain = (t) => ({ dims: t.dims, data: Array.from(t.data, Number) });
 const ids = (t) => Array.from(t.data, Number);
 const classes = { classify: AutoModelForSequenceClassification, generate: AutoModelForCausalLM,
-                  text2text: AutoModelForSeq2SeqLM, image: AutoModelForImageClassification };
+                  text2text: AutoModelForSeq2SeqLM, image: AutoModelForImageClassification,
+                  raw: AutoModel };
+const tensor = (f) => new Tensor(f.type, f.type === "int64" ? BigInt64Array.from(f.data.map(BigInt))
+                                 : f.type === "bool" ? Uint8Array.from(f.data)
+                                 : Float32Array.from(f.data), f.dims);
+const tokens = (list) => new Tensor("int64", BigInt64Array.from(list.map(BigInt)), [1, list.length]);
 
 const results = {};
 for (const run of job.runs) {
@@ -26,13 +33,24 @@ for (const run of job.runs) {
     try {
       const model = await classes[run.kind].from_pretrained(run.name, { dtype });
       const got = {};
-      if (run.kind === "image") {
+      if (run.kind === "raw") {
+        const feeds = Object.fromEntries(Object.entries(run.feeds).map(([k, f]) => [k, tensor(f)]));
+        const out = await model(feeds);
+        got.outputs = {};
+        for (const [k, v] of Object.entries(out)) if (v instanceof Tensor) got.outputs[k] = plain(v);
+      } else if (run.kind === "image") {
         const pv = run.pixel_values;
         const out = await model({ pixel_values: new Tensor("float32", Float32Array.from(pv.data), pv.dims) });
         got.logits = plain(out.logits);
       } else {
-        const tokenizer = await AutoTokenizer.from_pretrained(run.name);
-        const inputs = tokenizer(run.text);
+        let inputs;
+        if (run.input_ids) {
+          inputs = { input_ids: tokens(run.input_ids),
+                     attention_mask: tokens(run.input_ids.map(() => 1)) };
+        } else {
+          const tokenizer = await AutoTokenizer.from_pretrained(run.name);
+          inputs = tokenizer(run.text);
+        }
         got.input_ids = ids(inputs.input_ids);
         let feeds = inputs;
         if (run.kind === "text2text") {
