@@ -66,46 +66,49 @@ def web_clients() -> Path:
     return folder
 
 
-@pytest.fixture(scope="session")
-def web_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """name -> the tiny checkpoint folder with its tokenizer (saved once per session)."""
-    root = tmp_path_factory.mktemp("web-checkpoints")
-    made: dict[str, Path] = {}
-
-    def get(name: str) -> Path:
-        if name not in made:
-            made[name] = save_web_checkpoint(name, root / name)
-        return made[name]
-
-    return get
-
-
 def pixels() -> np.ndarray:
     """The image the ViT runs are fed (the image processor is not exercised)."""
     return np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)
 
 
 @pytest.fixture(scope="session")
-def web_folders(web_checkpoints: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def web_folders(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """localModelPath: <root>/<name>/ exported by `onnxport export --layout transformers.js`
-    (the four exports run side by side)."""
-    root = tmp_path_factory.mktemp("web-models")
-    procs = {}
-    for name in KINDS:
-        procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "onnxport.cli", "export", "--model",
-             str(web_checkpoints(name)), str(root / name), "--layout", "transformers.js",
-             "--dtypes", ",".join(DTYPES)]
-            # the CLI's own per-dtype validation once (T5: both decoder branches), the others
-            # are compared with eager below through transformers.js
-            + ([] if name == "t5" else ["--no-validate"]),
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for name, proc in procs.items():
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, f"export of {name} failed:\n{out[-3000:]}\n{err[-3000:]}"
-        if name == "t5":
-            assert "validated: every dtype's file" in out, out
+    (the four exports run side by side). Under pytest-xdist the workers share one root
+    (the first exports under a file lock, the others reuse it)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    root = base / "web-models"
+    stamp = root / ".exported"
+    with file_lock(base / "web-models.lock"):
+        if stamp.is_file():
+            return root
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        procs = {}
+        for name in KINDS:
+            checkpoint = save_web_checkpoint(name, root / "checkpoints" / name)
+            procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "onnxport.cli", "export", "--model", str(checkpoint),
+                 str(root / name), "--layout", "transformers.js", "--dtypes", ",".join(DTYPES)]
+                # the CLI's own per-dtype validation once (T5: both decoder branches); all
+                # four are compared with eager through transformers.js by the tests
+                + ([] if name == "t5" else ["--no-validate"]),
+                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, proc in procs.items():
+            out, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0, f"export of {name} failed:\n{out[-3000:]}\n{err[-3000:]}"
+            if name == "t5":
+                assert "validated: every dtype's file" in out, out
+        stamp.write_text("ok")
     return root
+
+
+@pytest.fixture(scope="session")
+def web_checkpoints(web_folders: Path) -> Any:
+    """name -> the tiny checkpoint folder with its tokenizer that web_folders exported."""
+    return lambda name: web_folders / "checkpoints" / name
 
 
 @pytest.fixture(scope="session")
