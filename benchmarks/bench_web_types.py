@@ -138,6 +138,8 @@ def main() -> int:
                 continue
             outputs = got.get("outputs") or {"logits": got["logits"]}
             worst_abs, worst_rel, ok = 0.0, 0.0, True
+            compared = [o for o in outputs if o in ref]
+            ok &= bool(compared)  # no output in common would compare nothing
             for out, value in outputs.items():
                 if out not in ref:
                     continue
@@ -153,7 +155,8 @@ def main() -> int:
                     ok &= diff <= 1e-4
                 elif dtype == "fp16":
                     ok &= diff <= 0.02 * largest
-            note = f"{worst_abs:.1e} ({worst_rel:.1%})"
+            note = f"{worst_abs:.1e} ({worst_rel:.1%})" + (
+                f" [{', '.join(compared)}]" if len(compared) > 1 else "")
             if ref_tokens is not None:
                 same = got.get("tokens") == ref_tokens
                 ran = bool(got.get("tokens")) and len(got["tokens"]) > 1
