@@ -12,7 +12,7 @@ then one `node` process (tests/web/run_node.mjs, transformers.js from `.web-clie
 * decoder-only LMs: `AutoModelForCausalLM`, logits of 5 random tokens and 6 greedy tokens
   from `generate()`, against transformers' eager model and `generate()`;
 * encoder-decoders: `AutoModelForSeq2SeqLM`, the first decoder step's logits and 6 greedy
-  tokens.
+  tokens; Whisper: `AutoModelForSpeechSeq2Seq` on random log-mel features, the same.
 
 Criteria (issue 41): fp32 within 1e-4 and tokens equal; fp16 within 2% of the largest
 value; q8 and q4 finite and of the right shape, generation running.
@@ -38,8 +38,9 @@ sys.path.insert(0, str(REPO))
 DTYPES = ["fp32", "fp16", "q8", "q4"]
 DEFAULT_TYPES = ["llama", "qwen2", "mistral", "phi3", "gemma", "gpt2", "bert", "roberta",
                  "distilbert", "deberta_v2", "albert", "electra", "xlm_roberta", "mpnet",
-                 "vit", "convnext", "deit", "beit", "swin", "resnet", "dinov2", "t5", "bart",
-                 "marian"]
+                 "camembert", "llama_base", "gpt2_base", "vit", "convnext", "deit", "beit",
+                 "swin", "resnet", "dinov2", "segformer", "wav2vec2", "wav2vec2_ctc",
+                 "hubert_ctc", "t5", "bart", "marian", "whisper"]
 NEW_TOKENS = 6
 
 
@@ -93,6 +94,18 @@ def main() -> int:
                 tokens = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
                                         do_sample=False, max_new_tokens=NEW_TOKENS)[0].tolist()
                 eager[name] = ({"logits": logits.numpy()}, tokens)
+            elif result.task.startswith("automatic-speech-recognition") and \
+                    family == "speech-seq2seq":
+                features = torch.randn(1, config.num_mel_bins, 2 * config.max_source_positions)
+                run.update(kind="speech2text", feeds={"input_features": _json_tensor(features)})
+                start_id = model.config.decoder_start_token_id
+                logits = model(input_features=features,
+                               decoder_input_ids=torch.tensor([[start_id]])).logits
+                tokens = model.generate(input_features=features, do_sample=False,
+                                        max_new_tokens=NEW_TOKENS)[0].tolist()
+                # transformers' Whisper generate() returns the sequence without its decoder
+                # start token, transformers.js's with it
+                eager[name] = ({"logits": logits.numpy()}, [start_id, *tokens])
             elif result.task.startswith("text2text"):
                 run.update(kind="text2text", input_ids=ids[0].tolist())
                 start_id = model.config.decoder_start_token_id
@@ -161,7 +174,8 @@ def main() -> int:
                 same = got.get("tokens") == ref_tokens
                 ran = bool(got.get("tokens")) and len(got["tokens"]) > 1
                 ok &= ran and (same or dtype != "fp32")
-                note += ", tokens " + ("equal" if same else "differ")
+                note += ", tokens " + ("equal" if same else
+                                       f"differ ({got.get('tokens')} vs eager {ref_tokens})")
             passed += ok
             cells.append(("ok " if ok else "FAIL ") + note)
         lines.append(f"| {name} | {families[name][1]} | " + " | ".join(cells) + " |")

@@ -1,6 +1,6 @@
 // Runs tiny transformers.js folders in Node: node run_node.mjs JOB.json OUT.json
 // JOB: {"transformers": ".../transformers.node.mjs", "root": localModelPath,
-//       "runs": [{"name", "kind": classify|generate|text2text|image|raw, "dtypes": [...],
+//       "runs": [{"name", "kind": classify|generate|text2text|image|raw|speech2text, "dtypes": [...],
 //                 "text"? (or "input_ids"?: [...], no tokenizer), "pixel_values"?: {"dims",
 //                 "data"}, "feeds"?: {name: {"type", "dims", "data"}} (raw: AutoModel, every
 //                 output returned), "max_new_tokens"?}]}
@@ -11,7 +11,8 @@ import { pathToFileURL } from "node:url";
 const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const tjs = await import(pathToFileURL(job.transformers).href);
 const { env, Tensor, AutoTokenizer, AutoModel, AutoModelForSequenceClassification,
-        AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForImageClassification } = tjs;
+        AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForImageClassification,
+        AutoModelForSpeechSeq2Seq } = tjs;
 env.allowRemoteModels = false;
 env.allowLocalModels = true;
 env.localModelPath = job.root;
@@ -20,7 +21,7 @@ const plain = (t) => ({ dims: t.dims, data: Array.from(t.data, Number) });
 const ids = (t) => Array.from(t.data, Number);
 const classes = { classify: AutoModelForSequenceClassification, generate: AutoModelForCausalLM,
                   text2text: AutoModelForSeq2SeqLM, image: AutoModelForImageClassification,
-                  raw: AutoModel };
+                  raw: AutoModel, speech2text: AutoModelForSpeechSeq2Seq };
 const tensor = (f) => new Tensor(f.type, f.type === "int64" ? BigInt64Array.from(f.data.map(BigInt))
                                  : f.type === "bool" ? Uint8Array.from(f.data)
                                  : Float32Array.from(f.data), f.dims);
@@ -33,7 +34,16 @@ for (const run of job.runs) {
     try {
       const model = await classes[run.kind].from_pretrained(run.name, { dtype });
       const got = {};
-      if (run.kind === "raw") {
+      if (run.kind === "speech2text") {  // the first decoder step's logits, then generate()
+        const input_features = tensor(run.feeds.input_features);
+        const start = BigInt(model.config.decoder_start_token_id);
+        const out = await model({ input_features,
+                                  decoder_input_ids: new Tensor("int64", BigInt64Array.from([start]), [1, 1]) });
+        got.logits = plain(out.logits);
+        const seq = await model.generate({ input_features, max_new_tokens: run.max_new_tokens ?? 8,
+                                           do_sample: false });
+        got.tokens = ids(seq);
+      } else if (run.kind === "raw") {
         const feeds = Object.fromEntries(Object.entries(run.feeds).map(([k, f]) => [k, tensor(f)]));
         const out = await model(feeds);
         got.outputs = {};

@@ -119,6 +119,14 @@ def merge_decoders(no_past: onnx.ModelProto, with_past: onnx.ModelProto) -> onnx
     inits0 = {i.name: i for i in g0.initializer}
     shared = {i.name for i in g1.initializer if i.name in inits0 and _same(inits0[i.name], i)}
     outer_inputs = list(g1.input)
+    for vi in outer_inputs:
+        # The first step feeds an empty cache (length 0), also where the cached decoder
+        # fixes the encoder's length (Whisper's audio frames): the length is left free.
+        dims = vi.type.tensor_type.shape.dim
+        if vi.name.startswith("past_key_values.") and len(dims) == 4 and dims[2].HasField(
+                "dim_value"):
+            dims[2].dim_param = ("encoder_sequence_length" if ".encoder." in vi.name
+                                 else "past_sequence_length")
     in1 = {i.name for i in g1.input}
     missing = [i.name for i in g0.input if i.name not in in1]
     if missing:
