@@ -7,7 +7,8 @@ target's fused Q/K/V projection writes it) gets an integer weight read through
     DequantizeLinear(Wq[K, N], scale[ceil(K / block), N], [zero_point], axis=0, block_size)
 
 (blocks of `block_size` consecutive input features of one output column), the form ONNX
-Runtime folds into MatMulNBits at load and that `FuseMatMulNBitsPass` rewrites under the ONNX
+Runtime folds into MatMulNBits at load (a Gemm becomes MatMul + Add of its bias, as ORT folds
+no DequantizeLinear + Gemm) and that `FuseMatMulNBitsPass` rewrites under the ONNX
 Runtime target. `block_size=0` quantizes per output channel instead (scale [N], axis 1),
 which needs no opset 21 for 8 bits. Embedding tables (Gather) and products of two
 activations are left alone.
@@ -151,6 +152,15 @@ def _weight(value: ir.Value | None) -> tuple[np.ndarray, list[tuple[str, str]], 
     return None
 
 
+def _plain_gemm(node: ir.Node) -> bool:
+    """A Gemm that is A @ B (+ C): no transposed A, alpha and beta 1."""
+    def attr(name: str, default: float) -> float:
+        a = node.attributes.get(name)
+        return default if a is None else float(a.value)
+
+    return not attr("transA", 0) and attr("alpha", 1.0) == 1.0 and attr("beta", 1.0) == 1.0
+
+
 def _attr_int(node: ir.Node, name: str) -> int:
     a = node.attributes.get(name)
     return 0 if a is None else int(a.as_int())
@@ -254,12 +264,22 @@ def quantize_weights(model: ir.Model, *, bits: int = 4, block_size: int = 32,
         dq = f.make_node(namer, node, "DequantizeLinear", inputs, attrs, dtype=b.dtype,
                          shape=ir.Shape([k, n]))
         graph.insert_before(node, dq)
-        node.replace_input_with(1, dq.outputs[0])
-        if trans_b:
-            node.attributes["transB"] = ir.AttrInt64("transB", 0)
+        name = node.name or ""
+        if node.op_type == "Gemm" and _plain_gemm(node):
+            # ONNX Runtime fuses DequantizeLinear + MatMul into MatMulNBits at load, never
+            # DequantizeLinear + Gemm (which would dequantize at every call).
+            bias = node.inputs[2] if len(node.inputs) > 2 else None
+            mm = f.make_node(namer, node, "MatMul", [a, dq.outputs[0]], dtype=a.dtype)
+            new = [mm] + ([f.make_node(namer, node, "Add", [mm.outputs[0], bias],
+                                       dtype=a.dtype)] if bias is not None else [])
+            f.replace(graph, [node], new, node.outputs[0], new[-1].outputs[0])
+        else:
+            node.replace_input_with(1, dq.outputs[0])
+            if trans_b:
+                node.attributes["transB"] = ir.AttrInt64("transB", 0)
         old_inputs = [v for c in computed for v in c.inputs if v is not None]
         _remove_dead(graph, computed, [b, *old_inputs])
-        done.nodes.append(node.name or "")
-        done.weights[node.name or ""] = tuple(s for s, _ in sources)
+        done.nodes.append(name)
+        done.weights[name] = tuple(s for s, _ in sources)
         done.layouts.update(dict(sources))
     return done
