@@ -226,12 +226,29 @@ def _usage_error(e: BaseException) -> bool:
                           QuantizationError)) or type(e).__name__ == "TaskError"
 
 
+def export_failed(e: Exception, close: Callable[[], None]) -> int:
+    """Report a failed checkpoint export (any layout) as the command does; its exit code:
+    1 for a failed validation (the table on stdout, the files kept) or export, 2 for a usage
+    error."""
+    from onnxport.tasks import ValidationError
+
+    close()
+    if isinstance(e, ValidationError):
+        print(e.table, file=sys.stdout)
+        print(f"onnxport: validation failed: ONNX Runtime differs from eager PyTorch beyond "
+              f"the tolerance; the files are kept for inspection in {e.output_dir}",
+              file=sys.stderr)
+        return 1
+    print(f"onnxport: export failed: {type(e).__name__}: {e}", file=sys.stderr)
+    return 2 if _usage_error(e) else 1
+
+
 # -- verbs ---------------------------------------------------------------------------------------
 
 def run_export(ns: argparse.Namespace, output_dir: str | None) -> int:
     """`onnxport export --model DIR [options] OUTPUT_DIR`."""
     from onnxport.errors import OnnxExporterError
-    from onnxport.tasks import ValidationError, export_checkpoint
+    from onnxport.tasks import export_checkpoint
 
     if not output_dir:
         print("onnxport export: give OUTPUT_DIR after --model CHECKPOINT_DIR", file=sys.stderr)
@@ -259,17 +276,8 @@ def run_export(ns: argparse.Namespace, output_dir: str | None) -> int:
             symmetric=not getattr(ns, "asymmetric", False),
             accuracy_level=getattr(ns, "accuracy_level", None), progress=say,
             save_progress=saving)
-    except ValidationError as e:
-        close()
-        print(e.table, file=sys.stdout)
-        print(f"onnxport: validation failed: ONNX Runtime differs from eager PyTorch beyond "
-              f"the tolerance; the files are kept for inspection in {e.output_dir}",
-              file=sys.stderr)
-        return 1
     except OnnxExporterError as e:
-        close()
-        print(f"onnxport: export failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2 if _usage_error(e) else 1
+        return export_failed(e, close)
     close()
     if result.rows or result.checks:
         print(result.table)

@@ -11,8 +11,7 @@ __all__ = ["run_transformersjs_export"]
 def run_transformersjs_export(ns: argparse.Namespace, output_dir: str) -> int:
     """The transformers.js layout of `onnxport export --model` (exit codes as run_export)."""
     from onnxport.errors import OnnxExporterError
-    from onnxport.tasks import ValidationError
-    from onnxport.tasks.cli import _progress, _usage_error
+    from onnxport.tasks.cli import _progress, export_failed
     from onnxport.tasks.layouts.transformersjs import export_transformersjs
 
     for option, given in (("--target", getattr(ns, "target", "onnx") != "onnx"),
@@ -31,17 +30,8 @@ def run_transformersjs_export(ns: argparse.Namespace, output_dir: str) -> int:
             batch_size=ns.batch_size, sequence_length=ns.sequence_length,
             trust_remote_code=ns.trust_remote_code,
             optimize=not getattr(ns, "no_optimize", False))
-    except ValidationError as e:
-        close()
-        print(e.table, file=sys.stdout)
-        print(f"onnxport: validation failed: ONNX Runtime differs from eager PyTorch beyond "
-              f"the tolerance; the files are kept for inspection in {e.output_dir}",
-              file=sys.stderr)
-        return 1
     except OnnxExporterError as e:
-        close()
-        print(f"onnxport: export failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2 if _usage_error(e) else 1
+        return export_failed(e, close)
     close()
     if result.rows:
         print(result.table)

@@ -71,14 +71,19 @@ def fold_weight_transposes(model: onnx.ModelProto) -> int:
             folded += 1
         else:
             keep.append(node)
+    _replace_nodes(graph, keep)
+    return folded
+
+
+def _replace_nodes(graph: onnx.GraphProto, nodes: list[onnx.NodeProto]) -> None:
+    """`graph` with `nodes` as its nodes, and without the initializers no node reads."""
     del graph.node[:]
-    graph.node.extend(keep)
+    graph.node.extend(nodes)
     used = {n for node in graph.node for n in node.input} | {o.name for o in graph.output}
     _subgraph_inputs(graph, used)
     alive = [i for i in graph.initializer if i.name in used]
     del graph.initializer[:]
     graph.initializer.extend(alive)
-    return folded
 
 
 def _subgraph_inputs(graph: onnx.GraphProto, used: set[str]) -> None:
@@ -209,13 +214,7 @@ def quantize_embeddings(model: onnx.ModelProto) -> int:
                              name=node.name + "_scale"),
             helper.make_node("Mul", [base + "_f", base + "_s"], [base], name=node.name + "_mul")]
         done += 1
-    del graph.node[:]
-    graph.node.extend(new_nodes)
-    used = {n for node in graph.node for n in node.input} | {o.name for o in graph.output}
-    _subgraph_inputs(graph, used)
-    alive = [i for i in graph.initializer if i.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(alive)
+    _replace_nodes(graph, new_nodes)
     return done
 
 
