@@ -224,8 +224,11 @@ def test_faster_rcnn_exports_and_matches_eager() -> None:
         expected = model(x)[0]
     got = program(x)
     assert expected["boxes"].shape[0] > 10
-    for key, value in zip(("boxes", "labels", "scores"), got):
-        torch.testing.assert_close(torch.as_tensor(value), expected[key], rtol=1e-4, atol=1e-3)
+    # The tie test_faster_rcnn_dynamic_image_size describes at this size: two candidates 1-2 float32 ulps
+    # apart in score, NMS keeping the other one, depending on the CPU's kernels.
+    ties: list[str] = []
+    assert same_detections(expected, got, nms_iou=nms_threshold(model), ties=ties) is None
+    assert len(ties) <= 1, ties
 
 
 def test_faster_rcnn_dynamic_image_size() -> None:

@@ -126,7 +126,10 @@ def test_lumina2_captions_of_different_lengths() -> None:
         with torch.no_grad():
             expected = model(**kwargs)[0]
             with library_patches():
-                assert torch.equal(model(**kwargs)[0], expected), lengths
+                # Equal up to float32 rounding: attention over the gathered layout sums in
+                # another order on some CPUs (AVX2: 1-2 ulps, 4.8e-7 on values of ~2).
+                torch.testing.assert_close(model(**kwargs)[0], expected, rtol=1e-6, atol=1e-6,
+                                           msg=str(lengths))
     example = case.inputs(BATCH, case.size)
     with torch.no_grad():
         program = onnxport.export(model, example[0], kwargs=example[1],
