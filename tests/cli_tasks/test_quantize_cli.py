@@ -12,6 +12,7 @@ scales, layout or zero points misses both by far more than e_q.
 from __future__ import annotations
 
 import collections
+import json
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,9 @@ def test_int4_onnxruntime_folder(llama_int4: Path, checkpoints: Any) -> None:
     assert e_q > 1e-3  # RTN int4 really changes the model
     assert np.abs(got - rtn_logits).max() <= e_q + 1e-4
     assert np.abs(got - float_logits).max() <= 2 * e_q + 1e-4
-    assert (llama_int4 / "genai_config.json").is_file()
+    genai = json.loads((llama_int4 / "genai_config.json").read_text())
+    # the GQA graph takes genai's shared max-length KV buffer (the builder's setting)
+    assert genai["search"]["past_present_share_buffer"] is True
 
 
 def test_int4_folder_in_clients(llama_int4: Path, checkpoints: Any, run_client: Any) -> None:

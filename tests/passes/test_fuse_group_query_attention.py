@@ -232,3 +232,50 @@ def test_encoder_is_unchanged() -> None:
     result = FuseGroupQueryAttentionPass()(program.model)
     assert not result.modified and ops(program) == before
     assert before["Attention"] + before["Softmax"] >= 1
+
+
+@pytest.mark.parametrize("heads", [4, 8])   # head size 16: rotary inside GQA; 8: before it
+def test_shared_kv_buffer(heads: int) -> None:
+    """onnxruntime-genai's past_present_share_buffer: each step feeds one max-length buffer
+    (garbage past the tokens seen) as the past and gets it back, the new keys/values written
+    in place; the attention mask has the length of the tokens seen. Logits and the valid part
+    of the cache equal eager's at every step, and the graph is marked shareable for
+    genai_config.json."""
+    from onnxport.tasks.genai import shares_kv_buffer
+
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        **{**SMALL, "num_attention_heads": heads})).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.1)
+    program = llm.export_decoder_with_cache(model, target="onnxruntime")
+    assert ops(program)["GroupQueryAttention"] == 2
+    assert shares_kv_buffer(program.model_proto)
+    session = _session(program)
+    names = [o.name for o in session.get_outputs()]
+    wrapper = llm.DecoderWithCache(model).eval()
+    head = 64 // heads
+    size = 16                                           # the buffer's (max) length
+    rng = np.random.default_rng(3)
+    buffers = {f"past_key_values.{i}.{kind}": rng.standard_normal((1, 2, size, head),
+                                                                  dtype=np.float32) * 50
+               for i in range(2) for kind in ("key", "value")}
+    past = llm.empty_past(model.config, 1)
+    step = torch.randint(3, 96, (1, 5))
+    seen = 0
+    for _ in range(4):
+        seen += step.shape[1]
+        mask = torch.ones(1, seen, dtype=torch.long)
+        got = dict(zip(names, session.run(None, {"input_ids": step.numpy(),
+                                                 "attention_mask": mask.numpy(), **buffers})))
+        with torch.no_grad():
+            logits, present = wrapper(step, mask, past)
+        np.testing.assert_allclose(got["logits"], logits.numpy(), atol=1e-4, rtol=1e-4)
+        for i, t in enumerate(present):
+            name = f"present.{i // 2}.{'key' if i % 2 == 0 else 'value'}"
+            assert got[name].shape == (1, 2, size, head)
+            np.testing.assert_allclose(got[name][:, :, :seen], t.numpy(), atol=1e-4, rtol=1e-4)
+        buffers = {name: got[name.replace("past_key_values", "present")] for name in buffers}
+        past = [(present[2 * i], present[2 * i + 1]) for i in range(2)]
+        step = torch.from_numpy(got["logits"][:, -1].argmax(-1)[:, None].astype(np.int64))

@@ -2,8 +2,14 @@
 
 The fields follow onnxruntime-genai's configuration format (model.decoder: file, head
 geometry, input/output names with %d for the layer; search: the decoding defaults). Only the
-plain decoder loop is described: the graph takes the past as inputs of length
-past_sequence_length and returns the present (past_present_share_buffer off).
+plain decoder loop is described: the graph takes the past as inputs and returns the present.
+
+past_present_share_buffer (genai feeds one max-length buffer as both past and present, and
+the attention writes the new keys/values into it in place) is on when the graph can take it:
+every past input is read only by GroupQueryAttention (as its past) or by Shape, and each
+GroupQueryAttention's total length is bounded by the attention mask's length (what
+FuseGroupQueryAttentionPass writes when the mask is the graph's `attention_mask` input), so
+that nothing sizes itself by the buffer. Otherwise the past is fed at its length.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GENAI_MODEL_TYPES", "genai_config", "write_genai_config"]
+__all__ = ["GENAI_MODEL_TYPES", "genai_config", "shares_kv_buffer", "write_genai_config"]
 
 # model_type values onnxruntime-genai accepts; the decoder-only loop is the same for all of
 # them, so another decoder-only type is declared as "llama": falcon (genai has no such type)
@@ -26,8 +32,43 @@ def _first(value: Any) -> Any:
     return value[0] if isinstance(value, (list, tuple)) and value else value
 
 
+def shares_kv_buffer(model: Any) -> bool:
+    """Whether the decoder graph (an onnx.ModelProto) runs with onnxruntime-genai's shared
+    past/present buffer (see the module notes)."""
+    graph = model.graph
+    producers = {o: n for n in graph.node for o in n.output}
+    past = {i.name for i in graph.input if i.name.startswith("past_key_values.")}
+    if not past or "attention_mask" not in {i.name for i in graph.input}:
+        return False
+    gqa = [n for n in graph.node
+           if n.op_type == "GroupQueryAttention" and n.domain == "com.microsoft"]
+    for n in graph.node:
+        for k, name in enumerate(n.input):
+            if name in past and not (n in gqa and k in (3, 4) or n.op_type == "Shape"):
+                return False
+    if {name for n in gqa for name in n.input[3:5]} != past:
+        return False
+
+    def bounded(name: str, depth: int = 0) -> bool:  # Min(len(attention_mask), T) upstream
+        node = producers.get(name)
+        if node is None or depth > 4:
+            return False
+        if node.op_type == "Min":
+            return any(_reads_mask_length(producers, x) for x in node.input)
+        return node.op_type in ("Cast", "Reshape", "Squeeze") and bounded(node.input[0], depth + 1)
+
+    return bool(gqa) and all(len(n.input) > 6 and bounded(n.input[6]) for n in gqa)
+
+
+def _reads_mask_length(producers: dict[str, Any], name: str) -> bool:
+    node = producers.get(name)
+    while node is not None and node.op_type in ("Reshape", "Squeeze", "Gather"):
+        node = producers.get(node.input[0])
+    return node is not None and node.op_type == "Shape" and node.input[0] == "attention_mask"
+
+
 def genai_config(config: Any, generation: dict[str, Any], *, filename: str = "model.onnx",
-                 with_position_ids: bool = True) -> dict[str, Any]:
+                 with_position_ids: bool = True, share_buffer: bool = False) -> dict[str, Any]:
     """The genai_config.json content for a decoder-only `config` exported as optimum does."""
     from onnxport import llm
 
@@ -70,7 +111,7 @@ def genai_config(config: Any, generation: dict[str, Any], *, filename: str = "mo
             "diversity_penalty": 0.0, "do_sample": False, "early_stopping": True,
             "length_penalty": 1.0, "max_length": context, "min_length": 0,
             "no_repeat_ngram_size": 0, "num_beams": 1, "num_return_sequences": 1,
-            "past_present_share_buffer": False, "repetition_penalty": 1.0,
+            "past_present_share_buffer": share_buffer, "repetition_penalty": 1.0,
             "temperature": 1.0, "top_k": 1, "top_p": 1.0,
         },
     }
@@ -84,7 +125,12 @@ def write_genai_config(folder: str | Path, config: Any, *, with_position_ids: bo
     if gen_file.is_file():
         generation = {k: v for k, v in json.loads(gen_file.read_text()).items()
                       if v is not None}
+    share = False
+    if (folder / "model.onnx").is_file():
+        import onnx
+
+        share = shares_kv_buffer(onnx.load(str(folder / "model.onnx"), load_external_data=False))
     path = folder / "genai_config.json"
-    path.write_text(json.dumps(genai_config(config, generation,
-                                            with_position_ids=with_position_ids), indent=4))
+    path.write_text(json.dumps(genai_config(config, generation, with_position_ids=with_position_ids,
+                                            share_buffer=share), indent=4))
     return path

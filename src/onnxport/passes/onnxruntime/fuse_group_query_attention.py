@@ -43,6 +43,14 @@ that same function of Range(0, T, 1), computed once per run in the graph (no tab
 pick, the model's own formula and scaling), halved as RotaryEmbedding takes them. Rotations
 with other positions (a position_ids input) stay in the graph, before GQA.
 
+Shared KV buffer: when the padding is the graph's `attention_mask` input, T becomes
+T' = Min(len(attention_mask), T) for every reader of T, and the query positions P + i become
+P + i + T' - T (State.retime). For every input the graph took before, T' = T; with
+onnxruntime-genai's past_present_share_buffer (the past inputs are one max-length buffer, so
+P and T by shape are the buffer's), T' is the number of tokens seen, GQA writes the new
+keys/values in place at T' - S, and nothing else reads the buffer's length
+(tasks/genai.shares_kv_buffer checks this before genai_config.json turns sharing on).
+
 seqlens_k, total_sequence_length, query_seqlens, the bias and the caches are computed once per
 graph and shared by every layer.
 
@@ -816,6 +824,7 @@ class FuseGroupQueryAttentionPass(ir.passes.InPlacePass):
                 modified = True
         if modified:
             model.opset_imports.setdefault(CONTRIB_DOMAIN, 1)
+            state.retime()
             common.RemoveUnusedNodesPass()(model)
             if self.pack_qkv and any([_pack(graph, state.namer, n) for n in list(graph)
                                       if n.op_type == "GroupQueryAttention"
@@ -865,6 +874,7 @@ class _State:
         self.namer = namer
         self.at: ir.Node | None = None           # new nodes go before this layer's anchor
         self.lengths: dict[int, tuple[ir.Value, ir.Value, ir.Value]] = {}
+        self.masks: dict[int, _Mask] = {}        # per total T, a mask whose T retime() bounds
         self.bias: dict[int, ir.Value | None] = {}
         self.caches: dict[tuple[int, bool], ir.Value] = {}
 
@@ -884,6 +894,8 @@ class _State:
         """(seqlens_k, total_sequence_length, query_seqlens) as int32, for mask `mk`."""
         key = id(mk.total)
         if key not in self.lengths:
+            if mk.padding is not None and mk.padding.is_graph_input():
+                self.masks[key] = mk
             i32 = ir.DataType.INT32
             total = self._add(anchor, "Cast", [mk.total], {"to": i32.value}, i32, ir.Shape([]))
             one = self._const(anchor, np.array(1, dtype=np.int32))
@@ -897,6 +909,47 @@ class _State:
             qlens = self._add(anchor, "Expand", [seq32, batch], dtype=i32, shape=ir.Shape([None]))
             self.lengths[key] = (seqlens, total, qlens)
         return self.lengths[key]
+
+    def retime(self) -> None:
+        """T -> T' = Min(attention_mask's length, T) for every user of T and P -> P + T' - T
+        for every user of the query positions, once all layers are fused (the masks match on
+        the original T). T' = T whenever the graph's own mask gather could read the mask
+        (length >= T), so nothing changes for inputs the graph took; with a shared KV buffer
+        (onnxruntime-genai's past_present_share_buffer: the past inputs are the whole
+        max-length buffer, so P and T = P + S by shape are the buffer's), T' is the mask's
+        length, the tokens seen, and the positions, GQA's lengths, the bias and the cos/sin
+        caches follow it."""
+        i64 = ir.DataType.INT64
+        for mk in self.masks.values():
+            assert mk.padding is not None
+            total, positions = mk.total, mk.positions
+            total_users = list(total.uses())
+            position_users = list(positions.uses())
+            anchor = total_users[0].node if total_users else None
+            if anchor is None:
+                continue
+            self.at = None
+            length = f.make_node(self.namer, anchor, "Shape", [mk.padding], {"start": 1, "end": 2},
+                                 dtype=i64, shape=ir.Shape([1]))
+            scalar = self._const(anchor, np.array([], dtype=np.int64))
+            flat = f.make_node(self.namer, anchor, "Reshape", [length.outputs[0], scalar],
+                               dtype=i64, shape=ir.Shape([]))
+            bound = f.make_node(self.namer, anchor, "Min", [flat.outputs[0], total], dtype=i64,
+                                shape=ir.Shape([]))
+            nodes = [length, flat, bound]
+            for use in total_users:
+                use.node.replace_input_with(use.idx, bound.outputs[0])
+            if position_users:
+                delta = f.make_node(self.namer, anchor, "Sub", [bound.outputs[0], total],
+                                    dtype=i64, shape=ir.Shape([]))
+                moved = f.make_node(self.namer, anchor, "Add", [positions, delta.outputs[0]],
+                                    dtype=positions.dtype, shape=positions.shape)
+                nodes += [delta, moved]
+                for use in position_users:
+                    use.node.replace_input_with(use.idx, moved.outputs[0])
+            self.graph.extend(nodes)
+        if self.masks:
+            self.graph.sort()
 
     def _bias(self, anchor: ir.Node, mk: _Mask, dtype: ir.DataType, batch_of: ir.Value
               ) -> ir.Value | None:
