@@ -41,3 +41,24 @@ def test_other_factors_stay() -> None:
     counts = ops(program)
     FoldConstantsPass()(program.model)
     assert ops(program)["Div"] == counts["Div"] == 1 and ops(program)["Mul"] >= 2
+
+
+class ZeroPad(torch.nn.Module):
+    """Swin's window padding at a size its windows divide: F.pad by zeros, an Identity."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.nn.functional.pad(x.relu(), (0, 0, 0, 0))
+        return y.sigmoid(), torch.nn.functional.pad(x, (0, 0))   # the second: a graph output
+
+
+def test_identity_is_dropped_unless_a_graph_output() -> None:
+    model, args = ZeroPad().eval(), (torch.randn(2, 4, 4),)
+    before = onnxport.export(model, args, optimize=False)
+    after = onnxport.export(model, args, optimize=False)
+    assert ops(before)["Identity"] == 2
+    assert FoldConstantsPass()(after.model).modified
+    assert ops(after)["Identity"] == 1
+    (kept,) = [n for n in after.model.graph if n.op_type == "Identity"]
+    assert kept.outputs[0].is_graph_output()
+    assert_same(model, args, before, after)
+    assert ops(onnxport.export(model, args))["Identity"] == 1

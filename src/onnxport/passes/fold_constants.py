@@ -13,6 +13,8 @@ beyond build-time folding (its values must come from the runtime's own kernels).
 
 A floating-point Mul or Div by a constant 1 (a rotary embedding's `attention_scaling` of 1.0,
 written into the graph by the module) is dropped: its result is its other operand, exactly.
+So is an Identity whose result is not a graph output (a zero `F.pad`, as Swin's windows pad
+at 224 px: 15 of them in timm's Swin-T, benchmarks/bench_vision_graphs.py).
 """
 
 from __future__ import annotations
@@ -107,7 +109,8 @@ def _unit_operand(node: ir.Node) -> ir.Value | None:
 
 
 class FoldConstantsPass(ir.passes.InPlacePass):
-    """Fold constant subexpressions of the main graph; drop multiplications by a constant 1."""
+    """Fold constant subexpressions of the main graph; drop multiplications by a constant 1
+    and Identity nodes (not graph outputs)."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
@@ -115,7 +118,8 @@ class FoldConstantsPass(ir.passes.InPlacePass):
         for node in list(graph):
             if node.domain or len(node.outputs) != 1 or node.op_type == "Constant":
                 continue
-            x = _unit_operand(node)
+            x = node.inputs[0] if node.op_type == "Identity" and len(node.inputs) == 1 \
+                else _unit_operand(node)
             if x is not None and not node.outputs[0].is_graph_output():
                 ir.convenience.replace_all_uses_with(node.outputs[0], x)
                 graph.remove(node, safe=True)
