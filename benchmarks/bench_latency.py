@@ -22,6 +22,17 @@ largest difference from eager PyTorch.
     python benchmarks/bench_latency.py --models bert --repeat 50 --ablation
     python benchmarks/bench_latency.py --out benchmarks/results/latency_<date>.md
     python benchmarks/bench_latency.py --kernels     # Add + norm vs ORT's Skip*LayerNormalization
+    python benchmarks/bench_latency.py --vision --threads 1 --repeat 10   # the ViT-style models
+
+`--vision` times timm's ViT-S/16, DeiT-S/16 and Swin-T and torchvision's ViT-B/16 (batch 1,
+224 px, random weights) instead of the encoders. Neither package is a dependency of the
+project, and torchvision's wheel (built for CUDA torch) breaks `import transformers` when it is
+installed beside the CPU torch, so install them aside and put them on the path:
+
+    pip install --no-deps --target /tmp/vision timm "torchvision==0.28.*" pillow
+    PYTHONPATH=/tmp/vision python benchmarks/bench_latency.py --vision
+
+(tests/vision/shim.py defines torchvision's operators when its compiled ones do not load.)
 """
 
 from __future__ import annotations
@@ -59,6 +70,7 @@ class Spec:
     build: Callable[[], tuple[torch.nn.Module, dict[str, torch.Tensor]]]
     ort_model_type: str
     heads: int
+    hidden: int = HIDDEN
 
 
 def _bert() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
@@ -130,6 +142,30 @@ SPECS = {s.name: s for s in [Spec("bert", _bert, "bert", 4), Spec("gpt2", _gpt2,
 TRANSFORMERS = ["bert", "gpt2", "llama", "vit"]
 
 
+def _vision(name: str) -> Callable[[], tuple[torch.nn.Module, dict[str, torch.Tensor]]]:
+    """timm's or torchvision's model `name` (random weights, nothing downloaded) on one
+    224 x 224 image."""
+    def build() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "vision"))
+        from shim import load_torchvision   # torchvision's operators where its own do not load
+        load_torchvision()
+        import timm
+        import torchvision
+        model = (torchvision.models.vit_b_16() if name == "tv_vit_b_16"
+                 else timm.create_model(name, pretrained=False))
+        return model, {"x": torch.randn(1, 3, 224, 224)}
+    return build
+
+
+VISION_SPECS = [Spec("vit_small_patch16_224", _vision("vit_small_patch16_224"), "vit", 6, 384),
+                Spec("deit_small_patch16_224", _vision("deit_small_patch16_224"), "vit", 6, 384),
+                Spec("swin_tiny_patch4_window7_224", _vision("swin_tiny_patch4_window7_224"),
+                     "swin", 0, 0),
+                Spec("tv_vit_b_16", _vision("tv_vit_b_16"), "vit", 12, 768)]
+SPECS.update({s.name: s for s in VISION_SPECS})
+VISION = [s.name for s in VISION_SPECS]
+
+
 @dataclass
 class Graph:
     label: str
@@ -195,7 +231,7 @@ def _ort_optimizer(src: str, path: str, spec: Spec) -> str:
     for model_type in dict.fromkeys([spec.ort_model_type, "bert"]):
         try:
             optimized = optimize_model(src, model_type=model_type, num_heads=spec.heads,
-                                       hidden_size=HIDDEN, opt_level=0)
+                                       hidden_size=spec.hidden, opt_level=0)
         except Exception:  # noqa: BLE001  (the next model_type is tried; the last one raises)
             if model_type == "bert":
                 raise
@@ -326,12 +362,13 @@ def table(results: dict[str, list[Graph]]) -> str:
                      if g.label.startswith("onnxport") and "+" not in g.label
                      and "no fusion" not in g.label})
     for label in (*labels, "torch.onnx+ortopt"):
-        found = [ratios[m, label] for m in results if m in TRANSFORMERS and (m, label) in ratios
-                 and not math.isnan(ratios[m, label])]
-        if found:
-            geo.append(f"* geometric mean of the ratio to torch.onnx, {label}: "
-                       f"{math.exp(sum(map(math.log, found)) / len(found)):.3f}x "
-                       f"over {len(found)} transformers models")
+        for group, kind in ((TRANSFORMERS, "transformers"), (VISION, "vision")):
+            found = [ratios[m, label] for m in results if m in group and (m, label) in ratios
+                     and not math.isnan(ratios[m, label])]
+            if found:
+                geo.append(f"* geometric mean of the ratio to torch.onnx, {label}: "
+                           f"{math.exp(sum(map(math.log, found)) / len(found)):.3f}x "
+                           f"over {len(found)} {kind} models")
         opt = [ratios[m, label] / ratios[m, "torch.onnx+ortopt"] for m in results
                if m in TRANSFORMERS and (m, label) in ratios and (m, "torch.onnx+ortopt") in ratios
                and label != "torch.onnx+ortopt"]
@@ -412,11 +449,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="ORT intra-op thread counts (default: 1 and all cores)")
     parser.add_argument("--ablation", action="store_true",
                         help="also onnxport without fusion passes and with each one alone")
+    parser.add_argument("--vision", action="store_true",
+                        help="the ViT-style vision models (timm ViT-S/16, DeiT-S/16, Swin-T; "
+                        "torchvision ViT-B/16) instead of the default models")
     parser.add_argument("--kernels", action="store_true",
                         help="only the Add + norm vs Skip*LayerNormalization kernel comparison")
     parser.add_argument("--out", help="also write the report to this markdown file")
     args = parser.parse_args(argv)
     args.threads = list(dict.fromkeys(args.threads))
+    if args.vision and args.models == TRANSFORMERS:
+        args.models = VISION
     if args.kernels:
         report = skip_norm_kernels()
         print(report)
@@ -436,9 +478,10 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"ORT {ort.__version__} CPU, median of {args.repeat} rounds after {args.warmup} "
               f"warm-up rounds, graphs alternated in each round; torch {torch.__version__}, "
               f"{os.cpu_count()} cores, load average {load_start:.2f} at the start and "
-              f"{load:.2f} at the end; {datetime.date.today().isoformat()}. Models: hidden "
-              f"{HIDDEN}, {LAYERS} layers, sequence {SEQ} (ViT: 122 tokens), batch 1, random "
-              f"weights.")
+              f"{load:.2f} at the end; {datetime.date.today().isoformat()}. " + (
+                  "Models: batch 1, 224 x 224 images, random weights." if set(args.models) <= set(VISION)
+                  else f"Models: hidden {HIDDEN}, {LAYERS} layers, sequence {SEQ} (ViT: 122 "
+                  "tokens), batch 1, random weights."))
     report = header + "\n"
     for threads, res in results.items():
         report += f"\n### {threads} intra-op thread(s)\n\n" + table(res) + "\n"

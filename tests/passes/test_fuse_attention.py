@@ -317,3 +317,43 @@ def test_cache_as_past_inputs_at_opset_23(family: str, position_ids: bool) -> No
         FuseSkipNormPass(max_elements=512, layer_norm=False, decode_rows=True)(program.model)
         assert ops(program)["SkipSimplifiedLayerNormalization"] == 4
         _decode_equals_eager(model, program)
+
+
+class PackedAttention(torch.nn.Module):
+    """timm's ViT Attention: one qkv Linear, reshape (B, N, 3, H, D), permute (2, 0, 3, 1, 4),
+    unbind(0), F.scaled_dot_product_attention without a mask, head merge, proj."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(HID, 3 * HID)
+        self.proj = torch.nn.Linear(HID, HID)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.proj(y.transpose(1, 2).reshape(b, n, c))
+
+
+def test_unmasked_sdpa_loses_the_zero_rows_guard() -> None:
+    """No mask: no NaN row from finite scores, so the IsNaN/Where after the Softmax goes
+    (ViT-S/16 and DeiT-S/16 of timm, benchmarks/bench_latency.py --vision)."""
+    model = Wrap(PackedAttention())
+    args = (torch.randn(B, S, HID),)
+    before = unfused(model, args, opset=20)
+    assert ops(before)["IsNaN"] == 1
+    after = fuse(before, FuseAttentionPass())
+    assert ops(after)["IsNaN"] == 0 and ops(after)["Where"] == 0 and ops(after)["Softmax"] == 1
+    assert_same(model, args, before, after)
+
+
+def test_masked_sdpa_keeps_the_zero_rows_guard() -> None:
+    """A runtime boolean mask may mask every key of a row: its zero rows stay (as a Mul)."""
+    q, k, v = (torch.randn(2, 4, 5, 8) for _ in range(3))
+    m = torch.rand(2, 1, 5, 5) > 0.4
+    m[0, 0, 1] = False
+    args = (q, k, v, m)
+    before = unfused(Wrap(SDPA()), args, opset=20)
+    after = fuse(before, FuseAttentionPass())
+    assert ops(after)["ReduceMax"] == 1
+    assert_same(Wrap(SDPA()), args, before, after)

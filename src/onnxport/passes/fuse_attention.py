@@ -47,7 +47,8 @@ Below opset 23:
    per mask): one node a layer fewer, on a smaller tensor, and exact (see `_additive_mask`).
 
 At every opset: two Transposes in a row (the head split followed by attention's K
-transpose) become one with the composed permutation.
+transpose) become one with the composed permutation; an attention without any mask loses the
+IsNaN/Where that zeroes NaN rows of its probabilities (no finite scores give one).
 """
 
 from __future__ import annotations
@@ -336,6 +337,9 @@ class FuseAttentionPass(ir.passes.InPlacePass):
         modified = False
         for graph in f.graphs(model):
             namer = f.Namer(graph)
+            for node in list(graph):
+                if node.graph is graph and not node.domain and node.op_type == "Softmax":
+                    modified |= _drop_unmasked_guard(graph, node)
             if opset >= 23:
                 for node in list(graph):
                     if node.graph is graph and not node.domain and node.op_type == "Softmax":
@@ -359,6 +363,27 @@ class FuseAttentionPass(ir.passes.InPlacePass):
                             modified |= _grouped_heads(graph, namer, m, tiled)
             modified |= _merge_transposes(graph, namer)
         return ir.passes.PassResult(model, modified)
+
+
+def _drop_unmasked_guard(graph: ir.Graph, softmax: ir.Node) -> bool:
+    """The IsNaN/Where zeroing NaN rows after the Softmax of an attention without any mask
+    goes (torch's `_safe_softmax`, which scaled_dot_product_attention's translation writes
+    whatever the mask): a row of Softmax(Q @ K^T * s) is NaN only where the query or key holds
+    an infinity or NaN, and there eager's kernels give no zeros either. timm's and DeiT's ViT
+    (F.scaled_dot_product_attention without a mask): the IsNaN and Where over every
+    (B, H, S, S) probability took 2.5% of ViT-S/16's ORT time (benchmarks/bench_latency.py
+    --vision); at opset 23 the attention then fuses into `Attention`."""
+    m = _match_eager(softmax, any_guard=True)
+    if m is None or m.mask is not None or m.where is not None:
+        return False
+    isnan = next((n for n in m.nodes if n.op_type == "IsNaN"), None)
+    if isnan is None:
+        return False
+    guard = f.only_user(isnan.outputs[0], "Where")
+    assert guard is not None and guard.inputs[2] is softmax.outputs[0]
+    ir.convenience.replace_all_uses_with(guard.outputs[0], softmax.outputs[0])
+    graph.remove([guard, isnan], safe=True)
+    return True
 
 
 def _additive_mask(graph: ir.Graph, namer: f.Namer, m: _Eager,
