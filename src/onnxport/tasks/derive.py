@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-from onnxport.tasks.graphs import TEXT_FIELDS
+from onnxport.tasks.specs import (TEXT_FIELDS, GraphSpec, decoder_uses_position_ids, example_ids,
+                                  example_mask, float_dtype, named_inputs, raw_audio_shapes)
 
 __all__ = ["DERIVED_TASKS", "architecture_task", "auto_class", "derived_family",
            "derived_graphs", "derived_tasks"]
@@ -247,7 +248,7 @@ def _text_and_image(model_type: str) -> bool:
 
 class _Forward(torch.nn.Module):
     """Calls the model with its inputs by keyword and returns the named output fields
-    (wrapped by `graphs.named_inputs`, so that torch.export names and binds the inputs)."""
+    (wrapped by `specs.named_inputs`, so that torch.export names and binds the inputs)."""
 
     def __init__(self, model: torch.nn.Module, names: list[str], fields: list[str],
                  fixed: dict[str, Any]) -> None:
@@ -276,8 +277,6 @@ def _field(out: Any, name: str) -> Any:
 
 def _wrapper(model: torch.nn.Module, names: list[str], fields: list[str],
              fixed: dict[str, Any]) -> torch.nn.Module:
-    from onnxport.tasks.graphs import named_inputs
-
     return named_inputs(_Forward(model, names, fields, fixed), names).eval()
 
 
@@ -287,8 +286,6 @@ def _params(model: torch.nn.Module) -> set[str]:
 
 def derived_graphs(model: Any, task: str, batch: int, seq: int) -> list[Any]:
     """The single graph (model.onnx) of `task` for `model`, from its forward signature."""
-    from onnxport.tasks.graphs import GraphSpec
-
     params = _params(model)
     fixed = {"use_cache": False} if "use_cache" in params else {}
     if "return_dict" in params:
@@ -322,13 +319,7 @@ def derived_graphs(model: Any, task: str, batch: int, seq: int) -> list[Any]:
                       dims, make, shapes)]
 
 
-def _float_dtype(model: Any) -> torch.dtype:
-    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-
-
 def _text_inputs(model: Any, params: set[str], task: str, batch: int, seq: int) -> Any:
-    from onnxport.tasks.graphs import _ids, _mask, decoder_uses_position_ids
-
     config = model.config
     decoder = _is_decoder_only(config.model_type)
     types = int(getattr(config, "type_vocab_size", 0) or 0)
@@ -353,11 +344,11 @@ def _text_inputs(model: Any, params: set[str], task: str, batch: int, seq: int) 
     def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
         b, s = shape["batch_size"], shape["sequence_length"]
         rows = b * choices if choice else b
-        feeds = {"input_ids": _ids(config, rows, s)}
+        feeds = {"input_ids": example_ids(config, rows, s)}
         if eos is not None:
             feeds["input_ids"][:, -1] = eos
         if "attention_mask" in names:
-            feeds["attention_mask"] = _mask(rows, s, pad=not decoder)
+            feeds["attention_mask"] = example_mask(rows, s, pad=not decoder)
         if "token_type_ids" in names:
             feeds["token_type_ids"] = (torch.randint(0, types, (rows, s)) if types > 1
                                        else torch.zeros(rows, s, dtype=torch.long))
@@ -376,8 +367,6 @@ def _text_image_inputs(model: Any, batch: int, seq: int) -> Any:
     """Text queries and images (OWL-ViT): input_ids, attention_mask
     [text_batch_size, sequence_length] (`queries` per image), pixel_values
     [image_batch_size, channels, height, width]."""
-    from onnxport.tasks.graphs import _ids, _mask
-
     config = model.config
     text = getattr(config, "text_config", None) or config
     vision = getattr(config, "vision_config", None) or config
@@ -386,7 +375,7 @@ def _text_image_inputs(model: Any, batch: int, seq: int) -> Any:
     channels = int(getattr(vision, "num_channels", 3) or 3)
     max_pos = int(getattr(text, "max_position_embeddings", 0) or 0)
     seq = min(seq, max_pos) if max_pos else seq
-    dtype = _float_dtype(model)
+    dtype = float_dtype(model)
     queries = 2
     names = ["input_ids", "pixel_values", "attention_mask"]
     text_axes = {0: "text_batch_size", 1: "sequence_length"}
@@ -395,9 +384,9 @@ def _text_image_inputs(model: Any, batch: int, seq: int) -> Any:
 
     def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
         images, s = shape["image_batch_size"], shape["sequence_length"]
-        return {"input_ids": _ids(text, images * queries, s),
+        return {"input_ids": example_ids(text, images * queries, s),
                 "pixel_values": torch.rand(images, channels, height, width).to(dtype),
-                "attention_mask": _mask(images * queries, s)}
+                "attention_mask": example_mask(images * queries, s)}
 
     return names, dims, make, [
         {"image_batch_size": batch, "sequence_length": seq},
@@ -407,8 +396,6 @@ def _text_image_inputs(model: Any, batch: int, seq: int) -> Any:
 def _seq2seq_inputs(model: Any, main: str, batch: int, seq: int) -> Any:
     """optimum's single-file seq2seq graph for feature-extraction: encoder inputs and
     decoder_input_ids -> the decoder's last_hidden_state."""
-    from onnxport.tasks.graphs import _ids, _mask
-
     config = model.config
     speech = main == "input_features"
     # Whisper's mel spectrogram has a fixed number of frames; Speech2Text's filter banks
@@ -432,22 +419,22 @@ def _seq2seq_inputs(model: Any, main: str, batch: int, seq: int) -> Any:
         enc = {0: "batch_size", 1: "encoder_sequence_length"}
         dims = {"input_ids": enc, "attention_mask": dict(enc),
                 "decoder_input_ids": {0: "batch_size", 1: "decoder_sequence_length"}}
-    dtype = _float_dtype(model)
+    dtype = float_dtype(model)
     decoder_config = getattr(config, "decoder", config)
 
     def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
         b, e, d = (shape["batch_size"], shape["encoder_sequence_length"],
                    shape["decoder_sequence_length"])
         if raw:  # samples: Moonshine's convolutions take 384 per frame
-            feeds = {main: torch.randn(b, 400 * e).to(dtype), "attention_mask": _mask(b, 400 * e)}
+            feeds = {main: torch.randn(b, 400 * e).to(dtype), "attention_mask": example_mask(b, 400 * e)}
         elif banks:  # filter-bank frames: subsampled by 4 before the encoder
             feeds = {"input_features": torch.randn(b, 4 * e, int(banks)).to(dtype),
-                     "attention_mask": _mask(b, 4 * e)}
+                     "attention_mask": example_mask(b, 4 * e)}
         elif speech:
             feeds = {"input_features": torch.randn(b, bins, frames).to(dtype)}
         else:
-            feeds = {"input_ids": _ids(config, b, e), "attention_mask": _mask(b, e)}
-        feeds["decoder_input_ids"] = _ids(decoder_config, b, d)
+            feeds = {"input_ids": example_ids(config, b, e), "attention_mask": example_mask(b, e)}
+        feeds["decoder_input_ids"] = example_ids(decoder_config, b, d)
         return feeds
 
     return names, dims, make, [
@@ -464,7 +451,7 @@ def _vision_inputs(model: Any, batch: int) -> Any:
             or getattr(getattr(config, "backbone_config", None), "image_size", None) or 224)
     height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
     channels = int(getattr(vision, "num_channels", 3) or 3)
-    dtype = _float_dtype(model)
+    dtype = float_dtype(model)
 
     def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
         return {"pixel_values": torch.rand(shape["batch_size"], channels, height,
@@ -479,7 +466,7 @@ def _series_inputs(model: Any, batch: int) -> Any:
     [batch_size, context_length, num_input_channels]."""
     config = model.config
     length, channels = int(config.context_length), int(config.num_input_channels)
-    dtype = _float_dtype(model)
+    dtype = float_dtype(model)
 
     def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
         return {"past_values": torch.randn(shape["batch_size"], length, channels).to(dtype)}
@@ -490,7 +477,7 @@ def _series_inputs(model: Any, batch: int) -> Any:
 
 def _audio_inputs(model: Any, main: str, batch: int) -> Any:
     config = model.config
-    dtype = _float_dtype(model)
+    dtype = float_dtype(model)
     bins = getattr(config, "num_mel_bins", None)
     if main == "input_values" and bins and getattr(config, "max_length", None):
         # A spectrogram transformer: (batch, max_length frames, mel bins), fixed frames.
@@ -524,8 +511,6 @@ def _audio_inputs(model: Any, main: str, batch: int) -> Any:
 
     def make(shape: dict[str, int]) -> dict[str, torch.Tensor]:
         return {main: torch.randn(shape["batch_size"], shape["sequence_length"]).to(dtype)}
-
-    from onnxport.tasks.graphs import raw_audio_shapes
 
     return ([main], {main: {0: "batch_size", 1: "sequence_length"}}, make,
             raw_audio_shapes(config, batch))

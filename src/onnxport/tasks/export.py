@@ -259,12 +259,7 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
                 kwargs["target"] = target
             with torch.no_grad(), _without_fake_tensor_cache():
                 try:
-                    if spec.export is not None:
-                        program = spec.export(dynamic=dynamic, **kwargs)
-                    else:
-                        first = spec.make_inputs(spec.shapes[0])
-                        args = tuple(first[n] for n in spec.input_names)
-                        program = _export_generic(spec, args, dynamic, kwargs)
+                    program = spec.export_program(dynamic=dynamic, **kwargs)
                 except OnnxExporterError:
                     raise
                 except Exception as e:
@@ -304,7 +299,7 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
         copied = _copy_checkpoint_files(model_dir, staging)
         if family == "decoder" and task_name == "text-generation-with-past":
             from onnxport.tasks.genai import write_genai_config
-            from onnxport.tasks.graphs import decoder_uses_position_ids
+            from onnxport.tasks.specs import decoder_uses_position_ids
 
             write_genai_config(staging, config,
                                with_position_ids=decoder_uses_position_ids(config)
@@ -439,25 +434,3 @@ def _plan_route(model_dir: Path, config: Any, dtype: torch.dtype | None,
     nbytes = streaming.checkpoint_bytes(weights, export_dtype)
     plan = streaming.plan_route(nbytes, export_dtype, stream=stream, validate=validate)
     return plan, (weights if plan.stream else None)
-
-
-def _export_generic(spec: Any, args: tuple[Any, ...], dynamic: bool,
-                    kwargs: dict[str, Any]) -> Any:
-    from onnxport._api import export
-
-    dynamic_shapes = None
-    if dynamic:
-        dynamic_shapes = {name: dict(spec.dims.get(name, {})) or None
-                          for name in spec.input_names}
-    program = export(spec.module, args, input_names=spec.input_names,
-                     output_names=spec.output_names, dynamic_shapes=dynamic_shapes, **kwargs)
-    assert program is not None
-    _strip_wrapper_prefix(program)
-    return program
-
-
-def _strip_wrapper_prefix(program: Any) -> None:
-    """Initializers named after the wrapper ("model.<key>") get the model's own keys."""
-    for name, value in list(program.model.graph.initializers.items()):
-        if name.startswith("model."):
-            value.name = name.removeprefix("model.")

@@ -8,70 +8,17 @@ validation treat every task alike.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from onnxport import llm
+from onnxport.tasks.specs import (TEXT_FIELDS, Feeds, GraphSpec, Shape,
+                                  decoder_uses_position_ids, example_ids, example_mask,
+                                  float_dtype, raw_audio_shapes)
 
-__all__ = ["GraphSpec", "Shape", "graphs_for"]
-
-Shape = dict[str, int]
-Feeds = dict[str, torch.Tensor]
-
-
-@dataclasses.dataclass
-class GraphSpec:
-    """One graph of a task's output folder.
-
-    Attributes:
-        filename: The file in the output folder (model.onnx, encoder_model.onnx, ...).
-        module: The torch module exported; called positionally with the inputs in
-            `input_names` order (`call` when the inputs are nested).
-        input_names / output_names: The graph's names (optimum's).
-        dims: Per input, axis -> dim name; those axes are dynamic.
-        make_inputs: shape -> feeds (name -> tensor) for the graph's inputs.
-        shapes: The export shape first, then the other shapes validation runs.
-        export: Custom export (the decoders with a cache); None: the generic one.
-        call: Custom eager call, feeds -> outputs by name; None: module(*inputs).
-    """
-
-    filename: str
-    module: torch.nn.Module
-    input_names: list[str]
-    output_names: list[str]
-    dims: dict[str, dict[int, str]]
-    make_inputs: Callable[[Shape], Feeds]
-    shapes: list[Shape]
-    export: Callable[..., Any] | None = None
-    call: Callable[[Feeds], dict[str, torch.Tensor]] | None = None
-
-    def eager(self, feeds: Feeds) -> dict[str, torch.Tensor]:
-        """The eager PyTorch outputs for `feeds`, by output name."""
-        with torch.no_grad():
-            if self.call is not None:
-                return self.call(feeds)
-            out = self.module(*[feeds[n] for n in self.input_names])
-        flat = torch.utils._pytree.tree_leaves(out)
-        return dict(zip(self.output_names, flat))
-
-
-def named_inputs(module: torch.nn.Module, names: list[str]) -> torch.nn.Module:
-    """`module`, its class swapped for a subclass whose forward's signature lists `names`
-    (torch.export names and binds inputs by it); forward takes them positionally."""
-    base = type(module)
-
-    def forward(self: torch.nn.Module, *args: torch.Tensor) -> Any:
-        return base.forward(self, *args)
-
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("self", kind)] + [inspect.Parameter(n, kind) for n in names])
-    module.__class__ = type(f"{base.__name__}Graph", (base,), {"forward": forward})
-    return module
+__all__ = ["GraphSpec", "Shape", "decoder_uses_position_ids", "graphs_for", "raw_audio_shapes"]
 
 
 class _Outputs(torch.nn.Module):
@@ -130,41 +77,7 @@ class ClipModel(_Outputs):
                                      attention_mask=attention_mask))
 
 
-# -- example inputs --------------------------------------------------------------------------
-
-def _float_dtype(model: torch.nn.Module) -> torch.dtype:
-    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-
-
-def _vocab(config: Any) -> int:
-    return int(getattr(config, "vocab_size", None) or 99)
-
-
-def _ids(config: Any, b: int, s: int, *shape_prefix: int) -> torch.Tensor:
-    # Keep clear of the special ids at the bottom of the vocabulary.
-    vocab = _vocab(config)
-    low = 3 if vocab > 6 else 0
-    return torch.randint(low, vocab, (b, *shape_prefix, s), dtype=torch.long)
-
-
-def _mask(b: int, s: int, *, pad: bool = True) -> torch.Tensor:
-    mask = torch.ones(b, s, dtype=torch.long)
-    if pad and b > 1 and s > 3:
-        mask[-1, s - 2:] = 0  # the last row is right-padded
-    return mask
-
-
 # -- families ----------------------------------------------------------------------------------
-
-TEXT_FIELDS = {
-    "feature-extraction": ["last_hidden_state"],
-    "fill-mask": ["logits"],
-    "text-classification": ["logits"],
-    "token-classification": ["logits"],
-    "question-answering": ["start_logits", "end_logits"],
-    "multiple-choice": ["logits"],
-}
-
 
 def _text_encoder(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
     config = model.config
@@ -179,7 +92,7 @@ def _text_encoder(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec
     def make(shape: Shape) -> Feeds:
         b, s = shape["batch_size"], shape["sequence_length"]
         rows = b * choices if choice else b
-        feeds = {"input_ids": _ids(config, rows, s), "attention_mask": _mask(rows, s)}
+        feeds = {"input_ids": example_ids(config, rows, s), "attention_mask": example_mask(rows, s)}
         if with_types:
             types = int(config.type_vocab_size)
             feeds["token_type_ids"] = torch.randint(0, types, (rows, s)) if types > 1 \
@@ -195,25 +108,18 @@ def _text_encoder(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec
                        {"batch_size": batch + 1, "sequence_length": seq + 5}])]
 
 
-def decoder_uses_position_ids(config: Any) -> bool:
-    """Whether optimum's decoder graph for this config has a position_ids input."""
-    if config.model_type in ("gemma", "gemma2"):
-        return False
-    return not (config.model_type == "falcon" and getattr(config, "alibi", False))
-
-
 def _decoder(model: Any, task: str, batch: int, seq: int, *,
              position_ids: bool | None = None) -> list[GraphSpec]:
     config = model.config
     with_pos = decoder_uses_position_ids(config) and position_ids is not False
-    dtype = _float_dtype(model)
+    dtype = float_dtype(model)
     names = llm.OPTIMUM_DIM_NAMES
     if task in ("text-generation", "feature-extraction-with-past"):
         inputs = ["input_ids", "attention_mask"] + (["position_ids"] if with_pos else [])
 
         def make_plain(shape: Shape) -> Feeds:
             b, s = shape["batch_size"], shape["sequence_length"]
-            feeds = {"input_ids": _ids(config, b, s), "attention_mask": _mask(b, s, pad=False)}
+            feeds = {"input_ids": example_ids(config, b, s), "attention_mask": example_mask(b, s, pad=False)}
             if with_pos:
                 feeds["position_ids"] = torch.arange(s).repeat(b, 1)
             return feeds
@@ -237,7 +143,7 @@ def _decoder(model: Any, task: str, batch: int, seq: int, *,
 
     def make(shape: Shape) -> Feeds:
         b, s, p = shape["batch_size"], shape["sequence_length"], shape["past_sequence_length"]
-        feeds: Feeds = {"input_ids": _ids(config, b, s),
+        feeds: Feeds = {"input_ids": example_ids(config, b, s),
                         "attention_mask": torch.ones(b, p + s, dtype=torch.long)}
         for i, (k, v) in enumerate(llm.empty_past(config, b, p, dtype=dtype)):
             feeds[f"past_key_values.{i}.key"] = torch.randn(k.shape).to(dtype)
@@ -284,7 +190,7 @@ _VISION_FIELDS = {
 
 def _vision(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
     config = model.config
-    dtype = _float_dtype(model)
+    dtype = float_dtype(model)
     fields = _VISION_FIELDS[task]
     channels = int(getattr(config, "num_channels", 3))
     fixed = config.model_type in _FIXED_SIZE_VISION
@@ -304,7 +210,7 @@ def _vision(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
 
 
 def _audio(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
-    dtype = _float_dtype(model)
+    dtype = float_dtype(model)
     fields = ["last_hidden_state"] if task == "feature-extraction" else ["logits"]
 
     def make(shape: Shape) -> Feeds:
@@ -316,20 +222,9 @@ def _audio(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
                       raw_audio_shapes(model.config, batch))]
 
 
-def raw_audio_shapes(config: Any, batch: int) -> list[Shape]:
-    """Two example shapes of raw audio: about 24 and 30 frames after the feature encoder's
-    strides (one frame would make the length a constant; an x-vector head's dilated kernels
-    span about 16 frames)."""
-    import math
-
-    rate = math.prod(getattr(config, "conv_stride", None) or [40])
-    return [{"batch_size": batch, "sequence_length": 24 * rate + 80},
-            {"batch_size": batch + 1, "sequence_length": 30 * rate + 80}]
-
-
 def _clip(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
     config = model.config
-    dtype = _float_dtype(model)
+    dtype = float_dtype(model)
     size = int(config.vision_config.image_size)
     max_pos = int(config.text_config.max_position_embeddings)
     seq = min(seq, max_pos)
@@ -344,9 +239,9 @@ def _clip(model: Any, task: str, batch: int, seq: int) -> list[GraphSpec]:
 
     def make(shape: Shape) -> Feeds:
         b, s = shape["text_batch_size"], shape["sequence_length"]
-        return {"input_ids": _ids(config.text_config, b, s),
+        return {"input_ids": example_ids(config.text_config, b, s),
                 "pixel_values": torch.rand(shape["image_batch_size"], 3, size, size).to(dtype),
-                "attention_mask": _mask(b, s)}
+                "attention_mask": example_mask(b, s)}
 
     return [GraphSpec("model.onnx", ClipModel(model, fields), names, fields, dims, make,
                       [{"text_batch_size": batch, "sequence_length": seq,

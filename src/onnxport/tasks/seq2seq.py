@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from onnxport.tasks.graphs import (Feeds, GraphSpec, Shape, _float_dtype, _ids, _mask,
-                                   named_inputs)
+from onnxport.tasks.specs import (Feeds, GraphSpec, Shape, example_ids, example_mask,
+                                  export_named, float_dtype, named_inputs)
 
 __all__ = ["seq2seq_graphs"]
 
@@ -110,8 +110,6 @@ class Decoder(torch.nn.Module):
 
 def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
                    seq: int) -> list[GraphSpec]:
-    from onnxport._api import export
-
     config = model.config
     speech = family == "speech-seq2seq"
     vision = family == "vision-seq2seq"
@@ -119,7 +117,7 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
     decoder_config = _decoder_config(config)
     encoder_config = getattr(config, "encoder", None) or config
     layers, heads, head_dim = _geometry(config)
-    dtype = _float_dtype(model)
+    dtype = float_dtype(model)
     with_past = task.endswith("-with-past")
     # feature-extraction-with-past: the base model's decoder states instead of logits
     field = "last_hidden_state" if task.startswith("feature-extraction") else "logits"
@@ -162,7 +160,7 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
     else:
         def make_enc(shape: Shape) -> Feeds:
             b, s = shape["batch_size"], shape["encoder_sequence_length"]
-            return {"input_ids": _ids(encoder_config, b, s), "attention_mask": _mask(b, s)}
+            return {"input_ids": example_ids(encoder_config, b, s), "attention_mask": example_mask(b, s)}
 
         text = ["input_ids", "attention_mask"]
         encoder = GraphSpec("encoder_model.onnx", _encoder(model, text), text,
@@ -170,7 +168,6 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
                             {"input_ids": enc_axes, "attention_mask": enc_axes}, make_enc,
                             [{"batch_size": batch, "encoder_sequence_length": seq},
                              {"batch_size": batch + 1, "encoder_sequence_length": seq + 5}])
-    encoder.export = _generic_export(export, encoder, encoder.input_names)
     hidden, enc_length = _encoder_output(model, encoder)
     if speech:
         enc_length = frames // 2
@@ -191,10 +188,10 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
     def make_dec(shape: Shape, past: bool) -> Feeds:
         b, t = shape["batch_size"], shape["decoder_sequence_length"]
         e = enc_length if fixed else shape["encoder_sequence_length"]
-        feeds: Feeds = {"input_ids": _ids(decoder_config, b, t),
+        feeds: Feeds = {"input_ids": example_ids(decoder_config, b, t),
                         "encoder_hidden_states": torch.randn(b, e, hidden).to(dtype)}
         if not fixed:
-            feeds["encoder_attention_mask"] = _mask(b, e)
+            feeds["encoder_attention_mask"] = example_mask(b, e)
         if past:
             p = shape["past_decoder_sequence_length"]
             for name in past_names:
@@ -230,7 +227,6 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
                      {n: dec_dims[n] for n in base_inputs},
                      lambda shape: make_dec(shape, False), first_shapes)
     spec.call = call_for(decoder, False, out_names)
-    spec.export = _generic_export(export, spec, base_inputs)
     specs.append(spec)
     if with_past:
         decoder_p = Decoder(model, with_past=True, masked=not fixed, field=field)
@@ -249,7 +245,7 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
         spec_p = GraphSpec("decoder_with_past_model.onnx", decoder_p, names_p, out_p, dims_p,
                            lambda shape: make_dec(shape, True), shapes_p)
         spec_p.call = call_for(decoder_p, True, out_p)
-        spec_p.export = _past_export(export, spec_p, base_inputs, past_names)
+        spec_p.export = _past_export(spec_p, base_inputs, past_names)
         specs.append(spec_p)
     return specs
 
@@ -271,23 +267,8 @@ def _encoder_output(model: Any, encoder: GraphSpec) -> tuple[int, int]:
     return int(width), 0
 
 
-def _generic_export(export: Any, spec: GraphSpec, names: list[str]) -> Any:
-    from onnxport.tasks.export import _strip_wrapper_prefix
-
-    def run(*, dynamic: bool, **kwargs: Any) -> Any:
-        feeds = spec.make_inputs(spec.shapes[0])
-        args = tuple(feeds[n] for n in names)
-        shapes = {n: spec.dims.get(n) or None for n in names} if dynamic else None
-        program = export(spec.module, args, input_names=names,
-                         output_names=spec.output_names, dynamic_shapes=shapes, **kwargs)
-        _strip_wrapper_prefix(program)
-        return program
-    return run
-
-
-def _past_export(export: Any, spec: GraphSpec, base: list[str], past: list[str]) -> Any:
-    from onnxport.tasks.export import _strip_wrapper_prefix
-
+def _past_export(spec: GraphSpec, base: list[str], past: list[str]) -> Any:
+    """The export of the decoder with a cache: its past as one nested list argument."""
     def run(*, dynamic: bool, **kwargs: Any) -> Any:
         feeds = spec.make_inputs(spec.shapes[0])
         args: tuple[Any, ...] = tuple(feeds[n] for n in base)
@@ -300,9 +281,6 @@ def _past_export(export: Any, spec: GraphSpec, base: list[str], past: list[str])
             if "encoder_attention_mask" not in base:
                 shapes["encoder_attention_mask"] = None
             shapes["past_key_values"] = [dict(spec.dims[n]) for n in past]
-        program = export(spec.module, args, input_names=[*base, *past],
-                         output_names=spec.output_names, dynamic_shapes=shapes,
-                         **kwargs)
-        _strip_wrapper_prefix(program)
-        return program
+        return export_named(spec.module, args, [*base, *past], spec.output_names, shapes,
+                            **kwargs)
     return run

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from onnxport.tasks.specs import float_dtype
+
 __all__ = ["Row", "check_runtime_dtype", "default_atol", "format_table",
            "locate_first_wrong_node", "validate_graph"]
 
@@ -103,10 +105,6 @@ def check_runtime_dtype(dtype: torch.dtype | None) -> None:
         raise _unsupported_dtype("MatMul", name, detail)
 
 
-def _float_dtype(module: torch.nn.Module) -> torch.dtype:
-    return next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)
-
-
 def locate_first_wrong_node(spec: Any, path: str | os.PathLike[str],
                             feeds: dict[str, torch.Tensor]) -> str:
     """The first wrong node of the file at `path` at the inputs `feeds`, as text.
@@ -121,19 +119,10 @@ def locate_first_wrong_node(spec: Any, path: str | os.PathLike[str],
     from onnxport.verify.localize import find_first_divergence
 
     try:
-        first = spec.make_inputs(spec.shapes[0])
         # (the export's own capture has given its warnings already)
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if spec.export is not None:
-                captured = spec.export(dynamic=True)
-            else:
-                from onnxport._api import export
-
-                captured = export(spec.module, tuple(first[n] for n in spec.input_names),
-                                  input_names=spec.input_names, output_names=spec.output_names,
-                                  dynamic_shapes={n: dict(spec.dims.get(n, {})) or None
-                                                  for n in spec.input_names})
+            captured = spec.export_program(dynamic=True)
         program = ONNXProgram(ir.load(str(path)), captured.exported_program)
         report = find_first_divergence(program, tuple(feeds[n] for n in spec.input_names), {})
     except Exception as e:  # noqa: BLE001  (the mismatch row stays the result)
@@ -159,7 +148,7 @@ def validate_graph(spec: Any, path: str | os.PathLike[str], *, atol: float,
     try:
         session = _session(path)
     except Exception as e:  # ORT's NotImplemented, Fail, InvalidGraph, ...
-        dtype = _float_dtype(spec.module)
+        dtype = float_dtype(spec.module)
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if type(e).__name__ == "NotImplemented" and dtype in (torch.bfloat16, torch.float16):
             name = str(dtype).removeprefix("torch.")
