@@ -14,10 +14,12 @@ import collections
 import logging
 import os
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from onnxport.tasks.progress import (export_failed, human_bytes, progress, progress_with_bytes,
+                                     usage_error)
 
 __all__ = ["EXPORT_EPILOG", "add_export_options", "add_inspect_parser", "add_verify_parser",
            "main", "run_export", "run_inspect", "run_verify"]
@@ -148,49 +150,6 @@ def add_verify_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-# -- progress ------------------------------------------------------------------------------------
-
-def _progress() -> tuple[Callable[[str], None], Callable[[], None]]:
-    """(say, close): a rich status line on a terminal, plain lines on stderr otherwise."""
-    say, close, _ = _progress_with_bytes()
-    return say, close
-
-
-def _progress_with_bytes() -> tuple[Callable[[str], None], Callable[[], None],
-                                    Callable[[str, int, int], None] | None]:
-    """(say, close, saving): `saving(file, bytes_written, total)` shows the bytes written in
-    the rich status line on a terminal; None when stderr is not a terminal (the step lines
-    then say the bytes and MB/s of each file once it is saved)."""
-    start = time.perf_counter()
-    if sys.stderr.isatty():
-        try:
-            from rich.console import Console
-
-            console = Console(stderr=True)
-            status = console.status("loading")
-            status.start()
-
-            def say(line: str) -> None:
-                console.log(line)
-                status.update(line)
-
-            def saving(file: str, done: int, total: int) -> None:
-                seconds = time.perf_counter() - saving_since.setdefault(file, time.perf_counter())
-                rate = f", {done / 1e6 / seconds:.0f} MB/s" if seconds > 0.5 else ""
-                status.update(f"saving {file}: {_human(done)} of {_human(total)} written "
-                              f"({100 * done / max(total, 1):.0f}%{rate})")
-
-            saving_since: dict[str, float] = {}
-            return say, status.stop, saving
-        except ImportError:
-            pass
-
-    def plain(line: str) -> None:
-        print(f"[{time.perf_counter() - start:6.1f}s] {line}", file=sys.stderr, flush=True)
-
-    return plain, lambda: None, None
-
-
 # Libraries whose log lines say nothing about the user's model: torchao, imported by
 # transformers whenever it is installed (for quantized checkpoints only: checkpoint.py),
 # logs that its CUDA kernels do not load and (through torch's pytree logger) that its enums
@@ -218,31 +177,6 @@ def _quiet_libraries(verbose: bool = False) -> None:
         pass
 
 
-def _usage_error(e: BaseException) -> bool:
-    from onnxport.errors import QuantizationError
-    from onnxport.tasks.errors import OutputDirError, UnknownTaskError, UnsupportedTaskError
-
-    return isinstance(e, (UnknownTaskError, UnsupportedTaskError, OutputDirError,
-                          QuantizationError)) or type(e).__name__ == "TaskError"
-
-
-def export_failed(e: Exception, close: Callable[[], None]) -> int:
-    """Report a failed checkpoint export (any layout) as the command does; its exit code:
-    1 for a failed validation (the table on stdout, the files kept) or export, 2 for a usage
-    error."""
-    from onnxport.tasks import ValidationError
-
-    close()
-    if isinstance(e, ValidationError):
-        print(e.table, file=sys.stdout)
-        print(f"onnxport: validation failed: ONNX Runtime differs from eager PyTorch beyond "
-              f"the tolerance; the files are kept for inspection in {e.output_dir}",
-              file=sys.stderr)
-        return 1
-    print(f"onnxport: export failed: {type(e).__name__}: {e}", file=sys.stderr)
-    return 2 if _usage_error(e) else 1
-
-
 # -- verbs ---------------------------------------------------------------------------------------
 
 def run_export(ns: argparse.Namespace, output_dir: str | None) -> int:
@@ -262,7 +196,7 @@ def run_export(ns: argparse.Namespace, output_dir: str | None) -> int:
         print("onnxport export: --dtypes is an option of --layout transformers.js",
               file=sys.stderr)
         return 2
-    say, close, saving = _progress_with_bytes()
+    say, close, saving = progress_with_bytes()
     try:
         result = export_checkpoint(
             ns.model, output_dir, ns.task, opset=getattr(ns, "opset", None), dtype=ns.dtype,
@@ -292,14 +226,6 @@ def run_export(ns: argparse.Namespace, output_dir: str | None) -> int:
     if result.not_validated:
         print(f"not validated: {result.not_validated}")
     return 0
-
-
-def _human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def describe(path: str | os.PathLike[str], *, top: int = 0) -> str:
@@ -342,7 +268,7 @@ def describe(path: str | os.PathLike[str], *, top: int = 0) -> str:
                                     for o in model.opset_import),
              f"inputs ({len(graph.input)}):", *map(value_line, graph.input),
              f"outputs ({len(graph.output)}):", *map(value_line, graph.output),
-             f"initializers: {len(graph.initializer)}, {_human(init_bytes)} ({init_bytes:,} "
+             f"initializers: {len(graph.initializer)}, {human_bytes(init_bytes)} ({init_bytes:,} "
              f"bytes)"]
     if external:
         lines.append("external data files:")
@@ -388,7 +314,7 @@ def run_verify(ns: argparse.Namespace) -> int:
         print(f"onnxport verify: no file {ns.onnx_file!r}", file=sys.stderr)
         return 2
     _quiet_libraries(getattr(ns, "verbose", False))
-    say, close = _progress()
+    say, close = progress()
     try:
         config = checkpoint.load_config(ns.model, trust_remote_code=ns.trust_remote_code)
         task, reason = registry.resolve_task(config, ns.task)
@@ -413,7 +339,7 @@ def run_verify(ns: argparse.Namespace) -> int:
     except OnnxExporterError as e:
         close()
         print(f"onnxport verify: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2 if _usage_error(e) else 1
+        return 2 if usage_error(e) else 1
     close()
     print(format_table(rows))
     if all(r.ok for r in rows):

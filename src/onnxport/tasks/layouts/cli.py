@@ -11,7 +11,7 @@ __all__ = ["run_transformersjs_export"]
 def run_transformersjs_export(ns: argparse.Namespace, output_dir: str) -> int:
     """The transformers.js layout of `onnxport export --model` (exit codes as run_export)."""
     from onnxport.errors import OnnxExporterError
-    from onnxport.tasks.cli import _progress, export_failed
+    from onnxport.tasks.progress import export_failed, progress
     from onnxport.tasks.layouts.transformersjs import export_transformersjs
 
     for option, given in (("--target", getattr(ns, "target", "onnx") != "onnx"),
@@ -21,7 +21,7 @@ def run_transformersjs_export(ns: argparse.Namespace, output_dir: str) -> int:
             print(f"onnxport export: {option} is not an option of --layout transformers.js "
                   f"(pick the weights' dtypes with --dtypes)", file=sys.stderr)
             return 2
-    say, close = _progress()
+    say, close = progress()
     try:
         result = export_transformersjs(
             ns.model, output_dir, ns.task, dtypes=ns.dtypes, overwrite=ns.overwrite,
