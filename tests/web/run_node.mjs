@@ -1,6 +1,8 @@
 // Runs tiny transformers.js folders in Node: node run_node.mjs JOB.json OUT.json
 // JOB: {"transformers": ".../transformers.node.mjs", "root": localModelPath,
-//       "runs": [{"name", "kind": classify|generate|text2text|image|raw|speech2text, "dtypes": [...],
+//       "runs": [{"name", "kind": classify|generate|text2text|image|raw|speech2text|image2text,
+//                 "dtypes": [...], "folder"? (default: name), "class"? (a transformers.js
+//                 class name instead of the kind's Auto class),
 //                 "text"? (or "input_ids"?: [...], no tokenizer), "pixel_values"?: {"dims",
 //                 "data"}, "feeds"?: {name: {"type", "dims", "data"}} (raw: AutoModel, every
 //                 output returned), "max_new_tokens"?}]}
@@ -12,7 +14,7 @@ const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const tjs = await import(pathToFileURL(job.transformers).href);
 const { env, Tensor, AutoTokenizer, AutoModel, AutoModelForSequenceClassification,
         AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForImageClassification,
-        AutoModelForSpeechSeq2Seq } = tjs;
+        AutoModelForSpeechSeq2Seq, AutoModelForVision2Seq } = tjs;
 env.allowRemoteModels = false;
 env.allowLocalModels = true;
 env.localModelPath = job.root;
@@ -21,7 +23,8 @@ const plain = (t) => ({ dims: t.dims, data: Array.from(t.data, Number) });
 const ids = (t) => Array.from(t.data, Number);
 const classes = { classify: AutoModelForSequenceClassification, generate: AutoModelForCausalLM,
                   text2text: AutoModelForSeq2SeqLM, image: AutoModelForImageClassification,
-                  raw: AutoModel, speech2text: AutoModelForSpeechSeq2Seq };
+                  raw: AutoModel, speech2text: AutoModelForSpeechSeq2Seq,
+                  image2text: AutoModelForVision2Seq };
 const tensor = (f) => new Tensor(f.type, f.type === "int64" ? BigInt64Array.from(f.data.map(BigInt))
                                  : f.type === "bool" ? Uint8Array.from(f.data)
                                  : Float32Array.from(f.data), f.dims);
@@ -32,9 +35,19 @@ for (const run of job.runs) {
   results[run.name] = {};
   for (const dtype of run.dtypes) {
     try {
-      const model = await classes[run.kind].from_pretrained(run.name, { dtype });
+      const cls = run.class ? tjs[run.class] : classes[run.kind];
+      const model = await cls.from_pretrained(run.folder ?? run.name, { dtype });
       const got = {};
-      if (run.kind === "speech2text") {  // the first decoder step's logits, then generate()
+      if (run.kind === "image2text") {  // the first decoder step's logits, then generate()
+        const pixel_values = tensor(run.feeds.pixel_values);
+        const start = BigInt(model.config.decoder_start_token_id);
+        const out = await model({ pixel_values,
+                                  decoder_input_ids: new Tensor("int64", BigInt64Array.from([start]), [1, 1]) });
+        got.logits = plain(out.logits);
+        const seq = await model.generate({ pixel_values, max_new_tokens: run.max_new_tokens ?? 8,
+                                           do_sample: false });
+        got.tokens = ids(seq);
+      } else if (run.kind === "speech2text") {  // the first decoder step's logits, then generate()
         const input_features = tensor(run.feeds.input_features);
         const start = BigInt(model.config.decoder_start_token_id);
         const out = await model({ input_features,
@@ -58,7 +71,7 @@ for (const run of job.runs) {
           inputs = { input_ids: tokens(run.input_ids),
                      attention_mask: tokens(run.input_ids.map(() => 1)) };
         } else {
-          const tokenizer = await AutoTokenizer.from_pretrained(run.name);
+          const tokenizer = await AutoTokenizer.from_pretrained(run.folder ?? run.name);
           inputs = tokenizer(run.text);
         }
         got.input_ids = ids(inputs.input_ids);

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-__all__ = ["USE_CACHE_BRANCH", "merge_decoders"]
+__all__ = ["USE_CACHE_BRANCH", "merge_decoders", "self_attention_cache"]
 
 USE_CACHE_BRANCH = "use_cache_branch"
 
@@ -196,3 +196,96 @@ def merge_decoders(no_past: onnx.ModelProto, with_past: onnx.ModelProto) -> onnx
                  for m in (no_past, with_past) for f in m.functions}
     model.functions.extend(functions.values())
     return model
+
+
+def _rename_values(graph: onnx.GraphProto, names: dict[str, str]) -> None:
+    """Rename values in `graph` (node inputs and outputs, nested subgraphs' references,
+    graph inputs and outputs) by `names`."""
+    for node in graph.node:
+        node.input[:] = [names.get(n, n) for n in node.input]
+        node.output[:] = [names.get(n, n) for n in node.output]
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else []) + list(attr.graphs):
+                _rename_values(sub, names)
+    for vi in [*graph.input, *graph.output, *graph.value_info]:
+        vi.name = names.get(vi.name, vi.name)
+
+
+def self_attention_cache(no_past: onnx.ModelProto, with_past: onnx.ModelProto) -> None:
+    """Change the two decoders of an encoder-decoder to the cache of a decoder-only model:
+    `past_key_values.{i}.key/value` in, `present.{i}.key/value` out (the self-attention's),
+    with the cross-attention's keys and values computed from `encoder_hidden_states` at every
+    step instead of carried in the cache.
+
+    transformers.js runs a vision encoder-decoder whose decoder is a decoder-only type (GPT-2:
+    its normalized config has no decoder layers) with that cache. The nodes of the decoder
+    without past that compute its `present.{i}.encoder.*` (the cross-attention projections
+    of `encoder_hidden_states`) are copied into the decoder with past, in place of its
+    `past_key_values.{i}.encoder.*` inputs. Both models are changed in place."""
+    g0, g1 = no_past.graph, with_past.graph
+    cross = [o.name for o in g0.output if ".encoder." in o.name]
+    producer = {out: node for node in g0.node for out in node.output if out}
+    inits0 = {i.name: i for i in g0.initializer}
+    cone, seen, stack = [], set(), [producer[n] for n in cross]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        cone.append(node)
+        refs = list(node.input)
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else []) + list(attr.graphs):
+                refs += [n for sn in sub.node for n in sn.input]
+        stack += [producer[n] for n in refs if n in producer]
+    order = {id(n): i for i, n in enumerate(g0.node)}
+    cone.sort(key=lambda n: order[id(n)])
+    produced = {o for n in cone for o in n.output}
+    graph_inputs = {i.name for i in g0.input}
+    needed = {n for node in cone for n in node.input if n and n not in produced}
+    outer = needed & graph_inputs
+    in1 = {i.name for i in g1.input}
+    if not outer <= in1 or any(".encoder." in n or "past_key_values" in n for n in outer):
+        raise ValueError(f"the cross-attention cache is computed from {sorted(outer)}, not "
+                         f"from inputs of the decoder with past")
+    inits1 = {i.name: i for i in g1.initializer}
+    rename = {o: f"cross_kv/{o}" for o in produced}
+    for n in cross:  # the copied nodes give the with-past graph's cross-attention inputs
+        rename[n] = n.replace("present.", "past_key_values.", 1)
+    for name in sorted(needed - graph_inputs):
+        init = inits0.get(name)
+        if init is None:
+            raise ValueError(f"the cross-attention cache reads {name!r}, neither an input nor "
+                             f"a weight of the decoder without past")
+        if name in inits1 and not _same(inits1[name], init):
+            rename[name] = f"cross_kv/{name}"
+        if rename.get(name, name) not in inits1:
+            copy = onnx.TensorProto()
+            copy.CopyFrom(init)
+            copy.name = rename.get(name, name)
+            g1.initializer.append(copy)
+    copied = []
+    for node in cone:
+        new = onnx.NodeProto()
+        new.CopyFrom(node)
+        new.name = f"cross_kv/{node.name}" if node.name else ""
+        new.input[:] = [rename.get(n, n) for n in new.input]
+        new.output[:] = [rename.get(n, n) for n in new.output]
+        copied.append(new)
+    encoder_past = {n.replace("present.", "past_key_values.", 1) for n in cross}
+    kept_inputs = [i for i in g1.input if i.name not in encoder_past]
+    del g1.input[:]
+    g1.input.extend(kept_inputs)
+    nodes = copied + list(g1.node)
+    del g1.node[:]
+    g1.node.extend(nodes)
+    kept_outputs = [o for o in g0.output if o.name not in set(cross)]
+    del g0.output[:]
+    g0.output.extend(kept_outputs)
+    names = {}
+    for g in (g0, g1):
+        for vi in [*g.input, *g.output]:
+            if ".decoder." in vi.name:
+                names[vi.name] = vi.name.replace(".decoder.", ".", 1)
+    _rename_values(g0, names)
+    _rename_values(g1, names)

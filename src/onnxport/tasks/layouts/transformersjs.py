@@ -34,7 +34,9 @@ import torch
 
 from onnxport.tasks.errors import TaskError, ValidationError
 from onnxport.tasks.layouts import dtypes as dt
-from onnxport.tasks.layouts.merge import USE_CACHE_BRANCH, merge_decoders
+from onnxport.tasks.graphs import GraphSpec
+from onnxport.tasks.layouts.merge import USE_CACHE_BRANCH, merge_decoders, self_attention_cache
+from onnxport.tasks.layouts.towers import TOWERS, export_towers
 
 __all__ = ["DtypeRow", "WebExportResult", "export_transformersjs", "parse_dtypes"]
 
@@ -46,7 +48,15 @@ __all__ = ["DtypeRow", "WebExportResult", "export_transformersjs", "parse_dtypes
 # reported, not bounded.
 TOLERANCE = {"fp32": (1e-4, 0.0, True), "fp16": (0.0, 0.02, True),
              "q8": (0.0, 0.0, False), "int8": (0.0, 0.0, False), "uint8": (0.0, 0.0, False),
-             "q4": (0.0, 0.0, False), "q4f16": (0.0, 0.0, False)}
+             "q4": (0.0, 0.0, False), "bnb4": (0.0, 0.0, False), "q4f16": (0.0, 0.0, False)}
+
+# Decoder types whose cache transformers.js carries with the cross-attention's keys and
+# values (`past_key_values.{i}.decoder/encoder.*`: its normalized config has encoder and
+# decoder layers). A vision encoder-decoder with another decoder (GPT-2, ...) runs with a
+# decoder-only cache (`merge.self_attention_cache`).
+CROSS_ATTENTION_CACHE_TYPES = frozenset({
+    "t5", "mt5", "longt5", "bart", "mbart", "marian", "whisper", "m2m_100", "blenderbot",
+    "blenderbot-small", "speecht5", "trocr", "musicgen_decoder"})
 
 
 def parse_dtypes(text: str | Iterable[str] | None) -> list[str]:
@@ -128,8 +138,10 @@ def _graphs(files: list[str]) -> dict[str, list[str]]:
 
 
 def _write_graph(name: str, parts: list[Path], dtype: str, dst: Path,
-                 made: dict[tuple[str, str], Path], work: Path) -> None:
-    """Write graph `name` at `dtype` to `dst` (its optimum parts converted, then merged)."""
+                 made: dict[tuple[str, str], Path], work: Path,
+                 self_attention: bool = False) -> None:
+    """Write graph `name` at `dtype` to `dst` (its optimum parts converted, then merged;
+    `self_attention`: with a decoder-only model's cache, `self_attention_cache`)."""
     import onnx
 
     converted = []
@@ -144,7 +156,10 @@ def _write_graph(name: str, parts: list[Path], dtype: str, dst: Path,
     if len(converted) == 1:
         shutil.copy2(converted[0], dst)
         return
-    merged = merge_decoders(onnx.load(str(converted[0])), onnx.load(str(converted[1])))
+    no_past, with_past = onnx.load(str(converted[0])), onnx.load(str(converted[1]))
+    if self_attention:
+        self_attention_cache(no_past, with_past)
+    merged = merge_decoders(no_past, with_past)
     dt.save(merged, dst)
 
 
@@ -174,8 +189,18 @@ def _cases(graph: str, specs: dict[str, Any]) -> list[tuple[str, Any, dict[str, 
     return cases
 
 
-def validate_dtype(dtype: str, graph: str, path: Path, specs: dict[str, Any]) -> list[DtypeRow]:
-    """Run `path` on the task's inputs and compare each output with eager PyTorch."""
+def _self_attention_name(name: str) -> str | None:
+    """A cache name of the optimum decoders in `self_attention_cache`'s form (None: the
+    cross-attention's, which that form does not carry)."""
+    if not name.startswith(("past_key_values.", "present.")):
+        return name
+    return None if ".encoder." in name else name.replace(".decoder.", ".", 1)
+
+
+def validate_dtype(dtype: str, graph: str, path: Path, specs: dict[str, Any],
+                   self_attention: bool = False) -> list[DtypeRow]:
+    """Run `path` on the task's inputs and compare each output with eager PyTorch
+    (`self_attention`: a merged decoder in `self_attention_cache`'s form)."""
     import onnxruntime as ort
 
     atol, rtol, bounded = TOLERANCE[dtype]
@@ -191,8 +216,19 @@ def validate_dtype(dtype: str, graph: str, path: Path, specs: dict[str, Any]) ->
     for label, spec, shape, extra, compared in _cases(graph, specs):
         torch.manual_seed(0)
         feeds = spec.make_inputs(shape)
+        if self_attention and USE_CACHE_BRANCH in extra and bool(extra[USE_CACHE_BRANCH][0]):
+            # the graph computes the cross-attention's keys and values from the encoder's
+            # states: eager's past gets those of the first step, not random ones
+            first = specs["decoder_model.onnx"]
+            present = first.eager({n: feeds[n] for n in first.input_names})
+            feeds.update({n.replace("present.", "past_key_values.", 1): v
+                          for n, v in present.items() if ".encoder." in n})
         expected = spec.eager(feeds)
         given = {**_feeds_np(feeds), **extra}
+        if self_attention:
+            given = {_self_attention_name(k): v for k, v in given.items()}
+            expected = {_self_attention_name(k): v for k, v in expected.items()}
+            compared = [n for n in map(_self_attention_name, compared) if n is not None]
         try:
             got = dict(zip(out_names, session.run(None, {n: given[n] for n in names})))
         except Exception as e:
@@ -232,7 +268,7 @@ def export_transformersjs(model_dir: str | os.PathLike[str],
 
     Args:
         model_dir, output_dir, task: as `export_checkpoint`.
-        dtypes: "fp32,fp16,q8,int8,uint8,q4,q4f16" (or a list); None: all of them.
+        dtypes: "fp32,fp16,q8,int8,uint8,q4,bnb4,q4f16" (or a list); None: all of them.
         overwrite: Replace a non-empty `output_dir`.
         validate: Compare every file of every dtype with eager PyTorch (`TOLERANCE`).
         progress: Called with a line per step.
@@ -268,6 +304,26 @@ def export_transformersjs(model_dir: str | os.PathLike[str],
                                  validate=validate, progress=say, **export_options)
         src = base.output_dir
         graphs = _graphs(base.files)
+        trust = export_options.get("trust_remote_code", False)
+        batch = export_options.get("batch_size", 2)
+        sequence = export_options.get("sequence_length", 8)
+        config = checkpoint.load_config(model_dir, trust_remote_code=trust)
+        family, auto_class = registry.plan(config.model_type, base.task)
+        model = None
+        if validate or (family == "clip" and config.model_type in TOWERS):
+            model = checkpoint.load_model(model_dir, config, auto_class,
+                                          dtype=parse_dtype(None), trust_remote_code=trust)
+        tower_files: list[GraphSpec] = []
+        self_attention = (config.model_type == "vision-encoder-decoder" and getattr(
+            config.decoder, "model_type", None) not in CROSS_ATTENTION_CACHE_TYPES)
+        if family == "clip" and config.model_type in TOWERS:
+            say("exporting text_model.onnx and vision_model.onnx (the single-tower classes)")
+            tower_files = export_towers(
+                model, src, batch=batch, sequence=sequence,
+                dynamic=export_options.get("dynamic", True),
+                opset=export_options.get("opset"),
+                optimize=export_options.get("optimize", True))
+            graphs.update({s.filename.removesuffix(".onnx"): [s.filename] for s in tower_files})
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
         try:
             (staging / "onnx").mkdir()
@@ -282,24 +338,19 @@ def export_transformersjs(model_dir: str | os.PathLike[str],
                 for graph, parts in graphs.items():
                     dst = staging / "onnx" / f"{graph}{dt.SUFFIX[dtype]}.onnx"
                     t0 = time.perf_counter()
-                    _write_graph(graph, [src / p for p in parts], dtype, dst, made, work)
+                    _write_graph(graph, [src / p for p in parts], dtype, dst, made, work,
+                                 self_attention=self_attention)
                     written[(dtype, graph)] = dst
                     say(f"wrote onnx/{dst.name} ({dst.stat().st_size:,} bytes) in "
                         f"{time.perf_counter() - t0:.1f}s")
             rows: list[DtypeRow] = []
             if validate:
-                config = checkpoint.load_config(
-                    model_dir, trust_remote_code=export_options.get("trust_remote_code", False))
-                family, auto_class = registry.plan(config.model_type, base.task)
-                model = checkpoint.load_model(
-                    model_dir, config, auto_class, dtype=parse_dtype(None),
-                    trust_remote_code=export_options.get("trust_remote_code", False))
-                specs = {s.filename: s for s in graphs_for(
-                    model, family, base.task, batch=export_options.get("batch_size", 2),
-                    sequence=export_options.get("sequence_length", 8))}
+                specs = {s.filename: s for s in graphs_for(model, family, base.task,
+                                                           batch=batch, sequence=sequence)}
+                specs.update({s.filename: s for s in tower_files})
                 for (dtype, graph), path in written.items():
                     say(f"validating onnx/{path.name} against eager ({dtype})")
-                    rows += validate_dtype(dtype, graph, path, specs)
+                    rows += validate_dtype(dtype, graph, path, specs, self_attention)
             files = sorted(str(p.relative_to(staging)) for p in staging.rglob("*")
                            if p.is_file())
             sizes = {str(p.relative_to(staging)): p.stat().st_size
