@@ -32,6 +32,7 @@ import onnx_ir as ir
 import torch
 from onnx_ir.tensor_adapters import TorchTensor
 
+from onnxport._external import CHECKSUM_KEY
 from onnxport.weights import CheckpointTensor, has_data, stream_tensor
 
 _MODEL_GRAPH = (7 << 3) | 2  # ModelProto.graph, length-delimited
@@ -137,7 +138,7 @@ def write_model(model: ir.Model, fh: IO[bytes]) -> None:
 # sequential writes. Small tensors are gathered into one buffer first. At most DIRECT_BUFFERS *
 # DIRECT_BUFFER bytes (buffered: IN_FLIGHT_BYTES) wait for the thread, plus the tensor being
 # loaded. The CRC-32 and size of every file are recorded in the model's metadata
-# (CHECKSUM_KEY) and checked by `verify_checksums` (`onnxport.weights.verify_external_data`).
+# (CHECKSUM_KEY) and checked by `_external.verify_checksums` (`onnxport.weights.verify_external_data`).
 #
 # Direct I/O: where the file system takes O_DIRECT (Linux), the pieces are copied into
 # page-aligned buffers of DIRECT_BUFFER bytes, their CRC-32 computed there (the data is then in
@@ -169,7 +170,6 @@ WRITEBACK_LAG = 256 * 1024**2
 DIRECT_BUFFER = 16 * 1024**2
 DIRECT_BUFFERS = 4
 DIRECT_ALIGNMENT = 4096  # of O_DIRECT writes: memory, file offset and length
-CHECKSUM_KEY = "pkg.onnxport.external_data_crc32"
 
 
 def shard_names(data_name: str, count: int) -> list[str]:
@@ -620,44 +620,3 @@ def write_model_external(model: ir.Model, path: str, data_name: str, *,
     with open(path, "wb") as fh:
         fh.write(proto.SerializeToString())
     return list(files)
-
-
-def verify_checksums(model_path: str) -> list[str]:
-    """Problems with the external-data files of the model at `model_path` (empty: all match)."""
-    model = onnx.load(model_path, load_external_data=False)
-    props = {p.key: p.value for p in model.metadata_props}
-    if CHECKSUM_KEY not in props:
-        return [f"{model_path}: the model records no external-data checksums"]
-    try:
-        files = json.loads(props[CHECKSUM_KEY])
-    except ValueError:
-        return [f"{model_path}: unreadable {CHECKSUM_KEY} metadata"]
-    from onnxport.program import ExternalDataError, check_external_location
-
-    directory = os.path.dirname(os.path.abspath(model_path))
-    problems = []
-    for name, record in sorted(files.items()):
-        try:
-            path = check_external_location(name, directory)
-        except ExternalDataError as e:
-            problems.append(str(e))
-            continue
-        if not os.path.isfile(path):
-            problems.append(f"{name}: missing")
-            continue
-        size = os.path.getsize(path)
-        if size != record.get("bytes"):
-            problems.append(f"{name}: {size} bytes, the model recorded {record.get('bytes')}")
-            continue
-        crc = 0
-        with open(path, "rb", buffering=0) as fh:
-            buffer = bytearray(WRITE_CHUNK)
-            view = memoryview(buffer)
-            while True:
-                n = fh.readinto(buffer)
-                if not n:
-                    break
-                crc = zlib.crc32(view[:n], crc)
-        if f"{crc:08x}" != record.get("crc32"):
-            problems.append(f"{name}: CRC-32 {crc:08x}, the model recorded {record.get('crc32')}")
-    return problems

@@ -28,6 +28,10 @@ import torch
 from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport import _dtypes
+from onnxport._external import DETACHED as _DETACHED
+from onnxport._external import (  # noqa: F401  (ExternalDataError: public here)
+    ExternalDataError, check_external_data, check_external_location)
+from onnxport._external import has_external_data as _has_external_data
 from onnxport._validate import check_destination
 from onnxport import _serialize
 from onnxport.errors import OnnxExporterError
@@ -910,76 +914,3 @@ def _commit(staging: str, directory: str, names: list[str]) -> None:
                     os.remove(destination)
         raise
     _fsync(directory, directory=True)
-
-
-class ExternalDataError(OnnxExporterError, ValueError):
-    """An external-data location that is not a file inside the model's folder.
-
-    onnxport reads external data only from plain (relative) file names inside the folder of
-    the model that references them: absolute paths, `..` and symlinks that lead out of the
-    folder are refused before anything is read.
-    """
-
-
-def check_external_location(location: str | os.PathLike[str], base_dir: str | os.PathLike[str],
-                            *, name: str = "") -> str:
-    """The path external data at `location` (relative to `base_dir`) is read from.
-
-    Raises:
-        ExternalDataError: `location` is empty, absolute, goes up with `..`, or resolves
-            (through symlinks) outside `base_dir`.
-    """
-    loc = os.fspath(location)
-    what = f"weight '{name}': " if name else ""
-    refuse = (f"{what}external data location {loc!r} is not a file inside the model's folder "
-              f"{os.fspath(base_dir) or '.'!r}")
-    if not loc or "\x00" in loc:
-        raise ExternalDataError(f"{what}external data location {loc!r} is empty or not a path")
-    if os.path.isabs(loc) or loc.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", loc):
-        raise ExternalDataError(f"{refuse}: it is an absolute path; locations must be file "
-                                "names relative to the model")
-    if ".." in re.split(r"[\\/]", loc):
-        raise ExternalDataError(f"{refuse}: '..' leaves the folder")
-    folder = os.path.realpath(os.fspath(base_dir) or ".")
-    target = os.path.realpath(os.path.join(folder, loc))
-    if os.path.commonpath([folder, target]) != folder or target == folder:
-        raise ExternalDataError(f"{refuse}: it resolves to {target!r} (through a symlink)")
-    return target
-
-
-def _external_tensors(model: ir.Model) -> Iterator[tuple[str, ir.ExternalTensor]]:
-    """(name, tensor) for every external tensor of the model: weights and tensor attributes,
-    in the main graph, subgraphs and functions."""
-    stack: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
-    while stack:
-        graph = stack.pop()
-        if isinstance(graph, ir.Graph):
-            for name, value in graph.initializers.items():
-                if isinstance(value.const_value, ir.ExternalTensor):
-                    yield name, value.const_value
-        for node in graph:
-            for attr in node.attributes.values():
-                if attr.type == ir.AttributeType.GRAPH:
-                    stack.append(attr.value)
-                elif attr.type == ir.AttributeType.GRAPHS:
-                    stack.extend(attr.value)
-                elif attr.type == ir.AttributeType.TENSOR and isinstance(attr.value, ir.ExternalTensor):
-                    yield f"{node.name or node.op_type}.{attr.name}", attr.value
-                elif attr.type == ir.AttributeType.TENSORS:
-                    for tensor in attr.value:
-                        if isinstance(tensor, ir.ExternalTensor):
-                            yield f"{node.name or node.op_type}.{attr.name}", tensor
-
-
-_DETACHED = "__onnxport_detached__"  # passes/convert_opset.py's placeholder, never read
-
-
-def check_external_data(model: ir.Model) -> None:
-    """Refuse (ExternalDataError) any external tensor whose location leaves its folder."""
-    for name, tensor in _external_tensors(model):
-        if tensor.location != _DETACHED:
-            check_external_location(tensor.location, tensor.base_dir, name=name)
-
-
-def _has_external_data(model: ir.Model) -> bool:
-    return any(t.location != _DETACHED for _, t in _external_tensors(model))

@@ -306,7 +306,7 @@ def _from_index(index: str) -> Checkpoint:
         weight_map = json.load(fh).get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         raise OnnxExporterError(f"{index} has no weight_map")
-    from onnxport.program import check_external_location
+    from onnxport._external import check_external_location
 
     files = {}
     for shard in set(weight_map.values()):
@@ -682,9 +682,9 @@ def verify_external_data(model_path: str | os.PathLike[str]) -> list[str]:
     Returns the problems found (missing file, wrong size, wrong checksum); an empty list
     means every file matches. A model saved without checksums gives one problem saying so.
     """
-    from onnxport import _serialize
+    from onnxport._external import verify_checksums
 
-    return _serialize.verify_checksums(os.fspath(model_path))
+    return verify_checksums(os.fspath(model_path))
 
 
 def iter_chunks(view: memoryview, size: int) -> Iterator[memoryview]:
