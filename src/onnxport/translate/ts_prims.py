@@ -27,7 +27,7 @@ from onnxport.translate.ts_scalars import (
 from onnxport.translate.ts_symbolic import _python_op
 
 if TYPE_CHECKING:
-    from onnxport.translate.torchscript import TorchScriptTranslator
+    from onnxport.translate.ts_context import ScriptTranslation
 
 _INT64_MAX = 9223372036854775807
 
@@ -46,7 +46,7 @@ _ELEM_RANK = "onnxport.sequence_element_rank"
 
 
 # -- prim:: nodes ----------------------------------------------------------------------------
-def _constant(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _constant(t: ScriptTranslation, node: torch._C.Node) -> None:
     out = node.output()
     value = out.toIValue()
     if isinstance(value, torch.Tensor):
@@ -55,20 +55,20 @@ def _constant(t: TorchScriptTranslator, node: torch._C.Node) -> None:
     t._set(out, value)
 
 
-def _list_construct(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _list_construct(t: ScriptTranslation, node: torch._C.Node) -> None:
     t._set(node.output(), [t._get(v) for v in node.inputs()])
 
 
-def _dict_construct(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _dict_construct(t: ScriptTranslation, node: torch._C.Node) -> None:
     items = [t._get(v) for v in node.inputs()]
     t._set(node.output(), dict(zip(items[0::2], items[1::2])))
 
 
-def _tuple_construct(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _tuple_construct(t: ScriptTranslation, node: torch._C.Node) -> None:
     t._set(node.output(), tuple(t._get(v) for v in node.inputs()))
 
 
-def _unpack(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _unpack(t: ScriptTranslation, node: torch._C.Node) -> None:
     seq = t._get(node.input())
     outs = list(node.outputs())
     if isinstance(seq, ir.Value):
@@ -77,12 +77,12 @@ def _unpack(t: TorchScriptTranslator, node: torch._C.Node) -> None:
         t._set(out, value)
 
 
-def _tuple_index(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _tuple_index(t: ScriptTranslation, node: torch._C.Node) -> None:
     seq, index = (t._get(v) for v in node.inputs())
     t._set(node.output(), seq[index])
 
 
-def _get_attr(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _get_attr(t: ScriptTranslation, node: torch._C.Node) -> None:
     parent = t._get(node.input())
     name = node.s("name")
     if not isinstance(parent, _Obj):
@@ -100,7 +100,7 @@ def _get_attr(t: TorchScriptTranslator, node: torch._C.Node) -> None:
         t._set(node.output(), obj)
 
 
-def _num_to_tensor(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _num_to_tensor(t: ScriptTranslation, node: torch._C.Node) -> None:
     value = t._get(node.input())
     if not isinstance(value, ir.Value):
         value = t.g.const(value, ir.DataType.INT64 if isinstance(value, int)
@@ -108,16 +108,16 @@ def _num_to_tensor(t: TorchScriptTranslator, node: torch._C.Node) -> None:
     t._set(node.output(), value)
 
 
-def _device(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _device(t: ScriptTranslation, node: torch._C.Node) -> None:
     t._set(node.output(), torch.device("cpu"))
 
 
-def _dtype(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _dtype(t: ScriptTranslation, node: torch._C.Node) -> None:
     x = t._get(node.input())
     t._set(node.output(), _TORCH_TO_CODE[_dtypes.to_torch(x.dtype)])
 
 
-def _append(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _append(t: ScriptTranslation, node: torch._C.Node) -> None:
     seq, item = (t._get(v) for v in node.inputs())
     if isinstance(item, ir.Value) and item.dtype is not None:
         t._appended_dtypes.setdefault(node.inputsAt(0).unique(), item.dtype)
@@ -141,7 +141,7 @@ def _append(t: TorchScriptTranslator, node: torch._C.Node) -> None:
     t._set(node.output(), seq)
 
 
-def _if(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _if(t: ScriptTranslation, node: torch._C.Node) -> None:
     cond = t._get(node.input())
     blocks = list(node.blocks())
     outs = list(node.outputs())
@@ -215,7 +215,7 @@ _LIST_MUTATIONS = frozenset({"aten::append", "aten::insert", "aten::pop", "aten:
                              "aten::extend", "aten::clear"})
 
 
-def _loop(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _loop(t: ScriptTranslation, node: torch._C.Node) -> None:
     g = t.g
     inputs = [t._get(v) for v in node.inputs()]
     trip, cond, carried = inputs[0], inputs[1], inputs[2:]
@@ -304,7 +304,7 @@ def _loop(t: TorchScriptTranslator, node: torch._C.Node) -> None:
         t._set(out, t._finish(out, res, t.info(out)))
 
 
-def _appended_lists(t: TorchScriptTranslator, block: Any) -> list[torch._C.Value]:
+def _appended_lists(t: ScriptTranslation, block: Any) -> list[torch._C.Value]:
     """The lists defined before `block` that it appends to (TorchScript lists are mutable)."""
     found: dict[int, torch._C.Value] = {}
     for n in _all_nodes(block):
@@ -315,7 +315,7 @@ def _appended_lists(t: TorchScriptTranslator, block: Any) -> list[torch._C.Value
     return list(found.values())
 
 
-def _element_dtype(t: TorchScriptTranslator, node: torch._C.Node, block: Any,
+def _element_dtype(t: ScriptTranslation, node: torch._C.Node, block: Any,
                    lv: torch._C.Value) -> ir.DataType:
     current = t._get(lv)
     if isinstance(current, ir.Value) and isinstance(current.type, ir.SequenceType):
@@ -350,7 +350,7 @@ def _element_dtype(t: TorchScriptTranslator, node: torch._C.Node, block: Any,
     return dtype
 
 
-def _as_sequence(t: TorchScriptTranslator, lv: torch._C.Value, dtype: ir.DataType) -> ir.Value:
+def _as_sequence(t: ScriptTranslation, lv: torch._C.Value, dtype: ir.DataType) -> ir.Value:
     current = t._get(lv)
     if isinstance(current, ir.Value):
         return current
@@ -367,22 +367,22 @@ def _as_sequence(t: TorchScriptTranslator, lv: torch._C.Value, dtype: ir.DataTyp
     return seq
 
 
-def _passthrough(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _passthrough(t: ScriptTranslation, node: torch._C.Node) -> None:
     t._set(node.output(), t._get(node.input()))
 
 
-def _ignore(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _ignore(t: ScriptTranslation, node: torch._C.Node) -> None:
     for out in node.outputs():
         t._set(out, None)
 
 
-def _raise_exception(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _raise_exception(t: ScriptTranslation, node: torch._C.Node) -> None:
     # A branch that raises: ONNX has no exceptions; the branch yields nothing useful.
     for out in node.outputs():
         t._set(out, None)
 
 
-def _is_none(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _is_none(t: ScriptTranslation, node: torch._C.Node) -> None:
     a, b = (t._get(v) for v in node.inputs())
     if isinstance(a, ir.Value) and isinstance(b, ir.Value):
         same = a is b
@@ -393,11 +393,11 @@ def _is_none(t: TorchScriptTranslator, node: torch._C.Node) -> None:
     t._set(node.output(), same if node.kind() == "aten::__is__" else not same)
 
 
-def _unchecked_cast(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _unchecked_cast(t: ScriptTranslation, node: torch._C.Node) -> None:
     t._set(node.output(), t._get(node.input()))
 
 
-def _python_list(t: TorchScriptTranslator, node: torch._C.Node, op: str) -> list[Any]:
+def _python_list(t: ScriptTranslation, node: torch._C.Node, op: str) -> list[Any]:
     items = t._get(node.inputsAt(0))
     if not isinstance(items, (list, tuple)):
         raise TranslationError(f"{op} of a list that is a tensor value in the graph (a list "
@@ -405,7 +405,7 @@ def _python_list(t: TorchScriptTranslator, node: torch._C.Node, op: str) -> list
     return list(items)
 
 
-def _slice(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _slice(t: ScriptTranslation, node: torch._C.Node) -> None:
     """aten::slice.t (a list's items[start:end:step]) on the Python list; a tensor's slice
     is the op library's."""
     if not isinstance(node.inputsAt(0).type(), torch._C.ListType):
@@ -418,11 +418,11 @@ def _slice(t: TorchScriptTranslator, node: torch._C.Node) -> None:
     t._set(node.output(), items[slice(*bounds)])
 
 
-def _list_copy(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _list_copy(t: ScriptTranslation, node: torch._C.Node) -> None:
     t._set(node.output(), _python_list(t, node, "list()"))
 
 
-def _contains(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _contains(t: ScriptTranslation, node: torch._C.Node) -> None:
     items, item = (t._get(v) for v in node.inputs())
     if isinstance(item, ir.Value) or not isinstance(items, (list, tuple, dict)) \
             or any(isinstance(i, ir.Value) for i in items):
@@ -430,14 +430,14 @@ def _contains(t: TorchScriptTranslator, node: torch._C.Node) -> None:
     t._set(node.output(), item in items)
 
 
-def _format(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _format(t: ScriptTranslation, node: torch._C.Node) -> None:
     """aten::format: a message (TorchScript's are for exceptions); graph values by name."""
     text, *args = (t._get(v) for v in node.inputs())
     shown = [f"<{a.name}>" if isinstance(a, ir.Value) else a for a in args]
     t._set(node.output(), str(text).format(*shown))
 
 
-_PRIM: dict[str, Callable[[TorchScriptTranslator, torch._C.Node], None]] = {
+_PRIM: dict[str, Callable[[ScriptTranslation, torch._C.Node], None]] = {
     "prim::Constant": _constant,
     "prim::ListConstruct": _list_construct,
     "prim::ListUnpack": _unpack,
@@ -460,7 +460,7 @@ _PRIM: dict[str, Callable[[TorchScriptTranslator, torch._C.Node], None]] = {
 }
 
 
-_SPECIAL: dict[str, Callable[[TorchScriptTranslator, torch._C.Node], None]] = {
+_SPECIAL: dict[str, Callable[[ScriptTranslation, torch._C.Node], None]] = {
     "aten::size": _size,
     "aten::dim": _dim,
     "aten::numel": _numel,

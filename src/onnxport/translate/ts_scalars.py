@@ -21,7 +21,7 @@ from onnxport.translate.builder import GraphBuilder
 from onnxport.translate.ts_graph import SIZE_HINT, _mark_scalar, _type_info
 
 if TYPE_CHECKING:
-    from onnxport.translate.torchscript import TorchScriptTranslator
+    from onnxport.translate.ts_context import ScriptTranslation
 
 # ScalarType codes (TorchScript passes dtypes as ints) -> torch dtypes.
 _SCALAR_TYPES = {
@@ -57,7 +57,7 @@ def _floor_div_int(g: GraphBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
 
 
 def _to_scalar(dtype: ir.DataType | None, py: Callable[[Any], Any]) -> Callable[..., None]:
-    def handler(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+    def handler(t: ScriptTranslation, node: torch._C.Node) -> None:
         value = t._get(node.input())
         if not isinstance(value, ir.Value):
             t._set(node.output(), py(value) if py is not None else value)
@@ -74,7 +74,7 @@ def _to_scalar(dtype: ir.DataType | None, py: Callable[[Any], Any]) -> Callable[
     return handler
 
 
-def _size(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _size(t: ScriptTranslation, node: torch._C.Node) -> None:
     inputs = [t._get(v) for v in node.inputs()]
     x = inputs[0]
     shape = x.shape
@@ -101,7 +101,7 @@ def _size(t: TorchScriptTranslator, node: torch._C.Node) -> None:
     t._set(node.output(), result)
 
 
-def _numel(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _numel(t: ScriptTranslation, node: torch._C.Node) -> None:
     x = t._get(node.input())
     if x.shape is not None and all(isinstance(d, int) for d in x.shape):
         t._set(node.output(), math.prod(int(d) for d in x.shape))
@@ -111,14 +111,14 @@ def _numel(t: TorchScriptTranslator, node: torch._C.Node) -> None:
     t._set(node.output(), _mark_scalar(out))
 
 
-def _shape_as_tensor(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _shape_as_tensor(t: ScriptTranslation, node: torch._C.Node) -> None:
     x = t._get(node.input())
     out = t.g.op("Shape", x)
     out.shape = ir.Shape([len(x.shape)]) if x.shape is not None else None
     t._set(node.output(), out)
 
 
-def _tensor(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _tensor(t: ScriptTranslation, node: torch._C.Node) -> None:
     """aten::tensor.int / .float / .bool (torch.tensor of a number): its dtype is the node's."""
     value = t._get(node.inputsAt(0))
     code = t._get(node.inputsAt(1))
@@ -134,12 +134,12 @@ def _tensor(t: TorchScriptTranslator, node: torch._C.Node) -> None:
     t._set(node.output(), out)
 
 
-def _dim(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _dim(t: ScriptTranslation, node: torch._C.Node) -> None:
     x = t._get(node.input())
     t._set(node.output(), len(x.shape))
 
 
-def _getitem(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _getitem(t: ScriptTranslation, node: torch._C.Node) -> None:
     seq, index = (t._get(v) for v in node.inputs())
     if isinstance(seq, dict):
         t._set(node.output(), seq[index])
@@ -163,7 +163,7 @@ def _getitem(t: TorchScriptTranslator, node: torch._C.Node) -> None:
     t._set(node.output(), _mark_scalar(out))
 
 
-def _len(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _len(t: ScriptTranslation, node: torch._C.Node) -> None:
     seq = t._get(node.input())
     if isinstance(seq, (list, tuple)):
         t._set(node.output(), len(seq))
@@ -176,7 +176,7 @@ def _len(t: TorchScriptTranslator, node: torch._C.Node) -> None:
 
 
 def _scalar_binary(op_type: str, py: Callable[..., Any]) -> Callable[..., None]:
-    def handler(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+    def handler(t: ScriptTranslation, node: torch._C.Node) -> None:
         operands = [t._get(v) for v in node.inputs()]
         if not any(isinstance(x, ir.Value) for x in operands):
             t._set(node.output(), py(*operands))
@@ -233,7 +233,7 @@ _SCALAR_OPS = {
 }
 
 
-def _range_length(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _range_length(t: ScriptTranslation, node: torch._C.Node) -> None:
     """`len(range(lo, hi, step))` (aten::__range_length), the trip count of `for i in range`."""
     lo, hi, step = (t._get(v) for v in node.inputs())
     if not any(isinstance(x, ir.Value) for x in (lo, hi, step)):
@@ -257,7 +257,7 @@ def _range_length(t: TorchScriptTranslator, node: torch._C.Node) -> None:
     t._set(node.output(), _mark_scalar(out))
 
 
-def _derive_index(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _derive_index(t: ScriptTranslation, node: torch._C.Node) -> None:
     """The loop variable of `for i in range(start, ..., step)` at iteration `index`."""
     index, start, step = (t._get(v) for v in node.inputs())
     if not any(isinstance(x, ir.Value) for x in (index, start, step)):

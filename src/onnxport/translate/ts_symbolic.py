@@ -21,7 +21,7 @@ from onnxport.translate.symbolic import call_symbolic, lookup_symbolic
 from onnxport.translate.ts_graph import _OutVal, _is_tensor_type
 
 if TYPE_CHECKING:
-    from onnxport.translate.torchscript import TorchScriptTranslator
+    from onnxport.translate.ts_context import ScriptTranslation
 
 
 def _node_symbolic(node: torch._C.Node, opset: int) -> Callable[..., Any] | None:
@@ -34,7 +34,7 @@ def _node_symbolic(node: torch._C.Node, opset: int) -> Callable[..., Any] | None
     return fn
 
 
-def _user_symbolic(t: TorchScriptTranslator, node: torch._C.Node, fn: Callable[..., Any]) -> None:
+def _user_symbolic(t: ScriptTranslation, node: torch._C.Node, fn: Callable[..., Any]) -> None:
     """A node translated by a function given to register_custom_op_symbolic."""
     args = [t._get(v) for v in node.inputs()]
     outs = list(node.outputs())
@@ -51,7 +51,7 @@ def _user_symbolic(t: TorchScriptTranslator, node: torch._C.Node, fn: Callable[.
         t._set(node.inputsAt(0), t._get(outs[0]))
 
 
-def _python_op(t: TorchScriptTranslator, node: torch._C.Node) -> None:
+def _python_op(t: ScriptTranslation, node: torch._C.Node) -> None:
     """A torch.autograd.Function: its `symbolic(g, ...)` if it has one, else its ops inlined."""
     cls = getattr(node.pyobj(), "__self__", None)
     tensors = iter(t._get(v) for v in node.inputs())
