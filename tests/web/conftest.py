@@ -28,7 +28,7 @@ from tests.processes import file_lock
 from tests.web.checkpoints import save_web_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
-DTYPES = ["fp32", "fp16", "q8", "q4"]
+DTYPES = ["fp32", "fp16", "q8", "q4", "bnb4"]
 TEXT = "the cat sat on the mat"
 MAX_NEW_TOKENS = 6
 KINDS = {"bert": "classify", "qwen3": "generate", "t5": "text2text", "vit": "image"}

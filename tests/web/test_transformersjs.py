@@ -2,14 +2,15 @@
 
 Tiny BERT (text-classification), Qwen3 (text-generation with past), T5 (text2text with
 past) and ViT (image-classification) checkpoints with real tokenizer files, each exported
-once by the CLI at fp32, fp16, q8 and q4, then run by transformers.js 4.x on
+once by the CLI at fp32, fp16, q8, q4 and bnb4, then run by transformers.js 4.x on
 onnxruntime-node in one `node` process (run_node.mjs): its tokenizer, its model classes, its
 generate(). Compared with eager PyTorch on the same token ids:
 
 * fp32: logits within 1e-4, greedy tokens equal;
 * fp16: logits within 2% of the largest (float16 keeps 11 significant bits; a few layers of
   rounding stay well under it);
-* q8, q4: finite logits of the right shape, and generation runs; their error is printed.
+* q8, q4, bnb4: finite logits of the right shape, and generation runs; their error is
+  printed.
 """
 
 from __future__ import annotations

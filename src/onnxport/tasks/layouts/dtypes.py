@@ -12,6 +12,8 @@ Each writer takes a float32 ONNX file and writes its variant:
   x86 AVX2 kernel for uint8 x int8 products adds pairs of products in int16, which
   saturates (its documented caveat), while WebAssembly's kernel does not: with int8 weights
   Node and the browser give different results from the same file, with uint8 the same;
+* bnb4 (`_bnb4`): MatMul/Gemm weights as NF4 codes in blocks of 64 with a float32 absmax
+  per block, `com.microsoft.MatMulBnb4` (`onnxport.quantize.bnb4`); embeddings stay float;
 * q4 (`_q4`): onnxport's RTN quantizer (`onnxport.quantize`, the CLI's `--quantize int4`) in
   signed blocks of 32 along K, then `com.microsoft.MatMulNBits` at accuracy level 0 (float32
   activations); q4f16 (`_q4f16`): the q4 file converted as fp16 is (float16 activations and
@@ -33,10 +35,11 @@ import onnx
 
 __all__ = ["DTYPES", "SUFFIX", "write_dtype"]
 
-DTYPES = ("fp32", "fp16", "q8", "int8", "uint8", "q4", "q4f16")
+DTYPES = ("fp32", "fp16", "q8", "int8", "uint8", "q4", "bnb4", "q4f16")
 SUFFIX = {"fp32": "", "fp16": "_fp16", "q8": "_quantized", "int8": "_int8", "uint8": "_uint8",
-          "q4": "_q4", "q4f16": "_q4f16"}
+          "q4": "_q4", "bnb4": "_bnb4", "q4f16": "_q4f16"}
 Q4_BLOCK = 32
+BNB4_BLOCK = 64  # NF4 in blocks of 64, as transformers.js's converter writes model_bnb4.onnx
 Q4_OPSET = 21  # INT4 and blocked DequantizeLinear, which the RTN quantizer writes first
 
 # Protobuf's 2 GiB limit: larger models are written with their weights beside them.
@@ -218,6 +221,16 @@ def quantize_embeddings(model: onnx.ModelProto) -> int:
     return done
 
 
+def _bnb4(src: Path, dst: Path) -> None:
+    import onnx_ir as ir
+
+    from onnxport.quantize.bnb4 import NF4, quantize_bnb4_weights
+
+    model = ir.load(str(src))
+    quantize_bnb4_weights(model, block_size=BNB4_BLOCK, quant_type=NF4)
+    save(ir.serde.serialize_model(model), dst)
+
+
 def write_dtype(dtype: str, fp32: Path, dst: Path) -> None:
     """Write the `dtype` variant of the float32 file `fp32` to `dst`."""
     if dtype == "fp16":
@@ -228,6 +241,8 @@ def write_dtype(dtype: str, fp32: Path, dst: Path) -> None:
         _dynamic_int8(fp32, dst, signed=False)
     elif dtype == "q4":
         _q4(fp32, dst)
+    elif dtype == "bnb4":
+        _bnb4(fp32, dst)
     elif dtype == "q4f16":  # the q4 file's activations and scales in float16
         with tempfile.TemporaryDirectory() as tmp:
             q4 = Path(tmp) / fp32.name
