@@ -120,7 +120,7 @@ def add_export_options(parser: argparse.ArgumentParser) -> None:
                         "file per --dtypes, as transformers.js loads them (docs/web.md)")
     g.add_argument("--dtypes", default=None, metavar="LIST",
                    help="--layout transformers.js: the dtypes written, comma-separated, from "
-                        "fp32,fp16,q8,int8,uint8,q4,q4f16 (default: all)")
+                        "fp32,fp16,q8,int8,uint8,q4,bnb4,q4f16 (default: all)")
     g.add_argument("--verbose", action="store_true",
                    help="also show other libraries' warnings and log lines (torch, torchao, "
                         "transformers); by default only onnxport's own lines and warnings show")
