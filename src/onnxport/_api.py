@@ -23,7 +23,6 @@ from onnxport.capture.dynamic_shapes import (ResolvedInputs, resolve_inputs,
                                              split_trailing_kwargs, warn_unused_dim_names)
 from onnxport.diagnostics import DiagnosticContext
 from onnxport.errors import OnnxExporterError, VerificationError
-from onnxport.exportable import ExportableModule
 from onnxport.options import DiagnosticOptions, ExportOptions
 from onnxport.passes import cleanup_passes, run_passes, target_passes
 from onnxport.passes.convert_opset import LIBRARY_OPSET, align_function_opsets, convert_to_opset
@@ -294,11 +293,11 @@ def _from_exportable_module(model: Any, args: tuple[Any, ...], kwargs: dict[str,
                             dynamic_shapes: Any) -> tuple[Any, ...]:
     """An ExportableModule given no inputs supplies its example inputs, names and shapes.
 
-    torch.onnx's own ExportableModule subclasses are taken too: they have the same methods.
+    Recognized by the class name in its MRO (onnxport.exportable's, or torch.onnx's own
+    ExportableModule, which has the same methods), so that this module needs neither.
     """
-    exportable = isinstance(model, ExportableModule) or (
-        isinstance(model, torch.nn.Module)
-        and any(c.__name__ == "ExportableModule" for c in type(model).__mro__))
+    exportable = isinstance(model, torch.nn.Module) and any(
+        c.__name__ == "ExportableModule" for c in type(model).__mro__)
     if exportable and not args and not kwargs:
         args, kwargs = model.example_arguments()
         args = tuple(args or ())

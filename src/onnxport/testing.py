@@ -46,9 +46,9 @@ def assert_onnx_program(program: Any, *, rtol: float | None = None, atol: float 
         if strategy not in (used, getattr(program, "capture_strategy", None)):
             raise ValueError(f"Expected strategy '{strategy}' is used to capture the exported "
                              f"program, but got '{used}'.")
-    from onnxport.verification import _example_inputs
+    from onnxport.verify.inputs import example_inputs
 
-    args, kwargs = _example_inputs(program, args, kwargs)
+    args, kwargs = example_inputs(program, args, kwargs)
     with torch.no_grad():
         expected_tree = program.exported_program.module()(*args, **kwargs)
     expected = []

@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import onnx_ir as ir
 import torch
 
 from onnxport.capture.torchscript import (
@@ -29,8 +28,12 @@ from onnxport.capture.torchscript import (
     TrainingMode,
     capture_torchscript,
 )
+from onnxport.verify.inputs import example_inputs as _example_inputs
+from onnxport.verify.inputs import flatten_outputs
+from onnxport.verify.inputs import own_program as _own_program
 from onnxport.verify.intermediates import VerificationInfo
 from onnxport.verify.localize import Divergence, DivergenceReport, find_first_divergence
+from onnxport.verify.torchscript_values import Interpreter as _Interpreter
 
 __all__ = ["find_mismatch", "GraphInfo", "VerificationOptions", "OnnxBackend",
            "VerificationInfo", "verify_onnx_program", "find_first_divergence", "Divergence",
@@ -87,61 +90,6 @@ class _ExportSettings:
 
 def _key(node: torch._C.Node) -> tuple[str, int]:
     return (node.kind(), node.outputsAt(0).unique() if node.outputsSize() else -id(node))
-
-
-class _Interpreter:
-    """Runs a traced TorchScript graph op by op, recording every value by its unique id."""
-
-    def __init__(self, captured: ScriptCaptured) -> None:
-        self.values: dict[int, Any] = {}
-        inputs = list(captured.graph.inputs())
-        if captured.module is not None:
-            self.values[inputs[0].unique()] = captured.module
-            inputs = inputs[1:]
-        for value, example in zip(inputs, captured.example_inputs):
-            self.values[value.unique()] = example
-        with torch.no_grad():
-            for node in captured.graph.nodes():
-                self._node(node)
-
-    def _node(self, node: torch._C.Node) -> None:
-        kind = node.kind()
-        args = [self.values[v.unique()] for v in node.inputs()]
-        outs = list(node.outputs())
-        if kind == "prim::Constant":
-            results = [outs[0].toIValue()]
-        elif kind == "prim::GetAttr":
-            results = [getattr(args[0], node.s("name"))]
-        elif kind == "prim::ListConstruct":
-            results = [list(args)]
-        elif kind == "prim::TupleConstruct":
-            results = [tuple(args)]
-        elif kind in ("prim::ListUnpack", "prim::TupleUnpack"):
-            results = list(args[0])
-        elif kind == "prim::PythonOp":
-            fn = node.pyobj()
-            tensors = iter(args)
-            scalars = iter(node.scalar_args())
-            result = fn(*[next(tensors) if c == "d" else next(scalars) for c in node.cconv()])
-            results = list(result) if isinstance(result, (tuple, list)) and len(outs) > 1 \
-                else [result]
-        else:
-            from onnxport.translate.ts_graph import _node_overload
-
-            overload = _node_overload(node)
-            if overload is None:
-                raise NotImplementedError(f"find_mismatch cannot run {kind} (a traced graph "
-                                          "without control flow is needed)")
-            positional, keywords = [], {}
-            for arg, value in zip(overload._schema.arguments, args):
-                if arg.kwarg_only:
-                    keywords[arg.name] = value
-                else:
-                    positional.append(value)
-            result = overload(*positional, **keywords)
-            results = list(result) if len(outs) > 1 else [result]
-        for out, res in zip(outs, results):
-            self.values[out.unique()] = res
 
 
 class GraphInfo:
@@ -430,7 +378,7 @@ def find_mismatch(
     Returns the root GraphInfo (the whole graph); when it mismatches, its mismatch, the
     partition tree and the smallest mismatching partitions are printed.
     """
-    from onnxport._api import _exporting
+    from onnxport._state import _exporting
     from onnxport.translate import default_registry
 
     options = options or VerificationOptions()
@@ -454,21 +402,6 @@ def find_mismatch(
 
 # -- torch.onnx 2.13: verify_onnx_program, VerificationInfo -------------------------------------
 
-def _example_inputs(onnx_program: Any, args: Any, kwargs: Any) -> tuple[tuple[Any, ...],
-                                                                        dict[str, Any]]:
-    exported_program = onnx_program.exported_program
-    if exported_program is None:
-        raise ValueError("The ONNX program has no exported_program (an export with "
-                         "dynamo=False?): verify_onnx_program compares with the ExportedProgram; "
-                         "use find_first_divergence(model, args, dynamo=False) instead")
-    if args is None and kwargs is None:
-        if exported_program.example_inputs is None:
-            raise ValueError("No example inputs given and the exported program holds none: "
-                             "pass args (and kwargs)")
-        args, kwargs = exported_program.example_inputs
-    return tuple(args or ()), dict(kwargs or {})
-
-
 def verify_onnx_program(onnx_program: Any, args: tuple[Any, ...] | None = None,
                         kwargs: dict[str, Any] | None = None,
                         compare_intermediates: bool = False) -> list[VerificationInfo]:
@@ -488,7 +421,6 @@ def verify_onnx_program(onnx_program: Any, args: tuple[Any, ...] | None = None,
         One VerificationInfo per graph output (named as the ONNX output), or with
         `compare_intermediates`, per compared value (the outputs included).
     """
-    from onnxport.verify.compare import flatten_outputs
     from onnxport.verify.intermediates import fx_items
 
     args, kwargs = _example_inputs(onnx_program, args, kwargs)
@@ -505,20 +437,6 @@ def verify_onnx_program(onnx_program: Any, args: tuple[Any, ...] | None = None,
     if missing:
         warnings.warn(_missing_text(missing, len(compared)), UserWarning, stacklevel=2)
     return [c.info for c in compared]
-
-
-def _own_program(program: Any) -> Any:
-    """`program` as onnxport's ONNXProgram: another exporter's (torch.onnx's) ONNXProgram,
-    with its ONNX model and ExportedProgram, is wrapped so that it runs as onnxport's does."""
-    from onnxport.program import ONNXProgram
-
-    if isinstance(program, ONNXProgram):
-        return program
-    model = getattr(program, "model", None)
-    if not isinstance(model, ir.Model) or not hasattr(program, "exported_program"):
-        raise TypeError(f"expected an ONNXProgram (with .model and .exported_program), got "
-                        f"{type(program).__name__}")
-    return ONNXProgram(model, program.exported_program)
 
 
 def _compare_values(program: Any, items: Any, args: Any, kwargs: Any, level: str = "default"

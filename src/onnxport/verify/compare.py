@@ -12,6 +12,7 @@ import onnx_ir as ir
 import torch
 
 from onnxport.errors import VerificationError
+from onnxport.verify.inputs import flatten_outputs
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,12 +89,6 @@ def compare_outputs(expected: Sequence[torch.Tensor], actual: Sequence[torch.Ten
         diffs.append(OutputDiff(len(diffs), "count", str(len(expected)), str(len(actual)), (), (),
                                 float("inf"), float("inf"), False))
     return diffs
-
-
-def flatten_outputs(outputs: Any) -> list[torch.Tensor]:
-    """The tensor leaves of a model's output, in pytree order (as the ONNX outputs)."""
-    leaves = torch.utils._pytree.tree_leaves(outputs)
-    return [x for x in leaves if isinstance(x, torch.Tensor)]
 
 
 def verify_program(program: Any, model: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None,

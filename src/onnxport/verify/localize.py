@@ -277,10 +277,10 @@ class _DynamoCase:
     """An ONNXProgram with its ExportedProgram: FX values, FX names."""
 
     def __init__(self, program: Any, args: Any, kwargs: Any) -> None:
-        from onnxport.verification import _example_inputs, _own_program
+        from onnxport.verify.inputs import example_inputs, own_program
 
-        self.program = _own_program(program)
-        self.args, self.kwargs = _example_inputs(program, args, kwargs)
+        self.program = own_program(program)
+        self.args, self.kwargs = example_inputs(program, args, kwargs)
         self.kinds = _placeholder_kinds(program.exported_program)
 
     def items(self, wanted: set[str] | None = None) -> Any:
@@ -293,7 +293,7 @@ class _DynamoCase:
         return name
 
     def expected_outputs(self) -> list[torch.Tensor]:
-        from onnxport.verify.compare import flatten_outputs
+        from onnxport.verify.inputs import flatten_outputs
 
         with torch.no_grad():
             return flatten_outputs(

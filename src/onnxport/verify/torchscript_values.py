@@ -12,11 +12,15 @@ values are compared with the ONNX values of those names. Node names, module path
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from onnxport.verify.inputs import flatten_outputs
 from onnxport.verify.intermediates import Compared, _Item
+
+if TYPE_CHECKING:
+    from onnxport.capture.torchscript import ScriptCaptured
 
 _SKIPPED = ("prim::", "onnx::")
 
@@ -38,7 +42,6 @@ class TorchScriptCase:
         from onnxport.passes.convert_opset import LIBRARY_OPSET
         from onnxport.program import ONNXProgram
         from onnxport.translate.torchscript import translate_script
-        from onnxport.verification import _Interpreter
 
         if isinstance(args, torch.Tensor):
             args = (args,)
@@ -47,7 +50,7 @@ class TorchScriptCase:
         opset = max(target_opset, LIBRARY_OPSET)
         with _exporting():
             captured = capture_torchscript(model, self.args, self.kwargs)
-            self.values = _Interpreter(captured).values
+            self.values = Interpreter(captured).values
             self.nodes = [n for n in captured.graph.nodes()
                           if not n.kind().startswith(_SKIPPED)]
             self.traced_names: dict[str, str] = {}
@@ -102,8 +105,6 @@ class TorchScriptCase:
         return f"%{self.traced_names.get(name, name)}"
 
     def expected_outputs(self) -> list[torch.Tensor]:
-        from onnxport.verify.compare import flatten_outputs
-
         return flatten_outputs(self.outputs)
 
     def describe(self, c: Compared) -> tuple[str, str, tuple[str, ...], str, str]:
@@ -118,6 +119,61 @@ class TorchScriptCase:
             source = n.metadata_props.get("pkg.onnxport.source", source)
         nodes = tuple(f"{n.name or '?'} ({n.op_type})" for n in producers)
         return self.shown(c.info.name), node.kind(), nodes, module, source
+
+
+class Interpreter:
+    """Runs a traced TorchScript graph op by op, recording every value by its unique id."""
+
+    def __init__(self, captured: ScriptCaptured) -> None:
+        self.values: dict[int, Any] = {}
+        inputs = list(captured.graph.inputs())
+        if captured.module is not None:
+            self.values[inputs[0].unique()] = captured.module
+            inputs = inputs[1:]
+        for value, example in zip(inputs, captured.example_inputs):
+            self.values[value.unique()] = example
+        with torch.no_grad():
+            for node in captured.graph.nodes():
+                self._node(node)
+
+    def _node(self, node: torch._C.Node) -> None:
+        kind = node.kind()
+        args = [self.values[v.unique()] for v in node.inputs()]
+        outs = list(node.outputs())
+        if kind == "prim::Constant":
+            results = [outs[0].toIValue()]
+        elif kind == "prim::GetAttr":
+            results = [getattr(args[0], node.s("name"))]
+        elif kind == "prim::ListConstruct":
+            results = [list(args)]
+        elif kind == "prim::TupleConstruct":
+            results = [tuple(args)]
+        elif kind in ("prim::ListUnpack", "prim::TupleUnpack"):
+            results = list(args[0])
+        elif kind == "prim::PythonOp":
+            fn = node.pyobj()
+            tensors = iter(args)
+            scalars = iter(node.scalar_args())
+            result = fn(*[next(tensors) if c == "d" else next(scalars) for c in node.cconv()])
+            results = list(result) if isinstance(result, (tuple, list)) and len(outs) > 1 \
+                else [result]
+        else:
+            from onnxport.translate.ts_graph import _node_overload
+
+            overload = _node_overload(node)
+            if overload is None:
+                raise NotImplementedError(f"find_mismatch cannot run {kind} (a traced graph "
+                                          "without control flow is needed)")
+            positional, keywords = [], {}
+            for arg, value in zip(overload._schema.arguments, args):
+                if arg.kwarg_only:
+                    keywords[arg.name] = value
+                else:
+                    positional.append(value)
+            result = overload(*positional, **keywords)
+            results = list(result) if len(outs) > 1 else [result]
+        for out, res in zip(outs, results):
+            self.values[out.unique()] = res
 
 
 def torchscript_case(model: Any, args: Any, kwargs: Any, **options: Any) -> TorchScriptCase:
