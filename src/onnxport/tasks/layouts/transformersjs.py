@@ -8,9 +8,13 @@ layout, written to a temporary folder), never a second exporter:
                                                  past_key_values inputs and present outputs
     OUTPUT_DIR/onnx/encoder_model.onnx           encoder-decoders: the encoder, and
     OUTPUT_DIR/onnx/decoder_model_merged.onnx    the decoder with and without the cache in one
-                                                 graph (an If on use_cache_branch: merge.py)
+                                                 graph (an If on use_cache_branch: merge.py;
+                                                 a vision encoder-decoder with a decoder-only
+                                                 decoder: its self-attention cache only)
+    OUTPUT_DIR/onnx/text_model.onnx              CLIP, SigLIP: each tower alone, beside
+    OUTPUT_DIR/onnx/vision_model.onnx            model.onnx (towers.py)
     OUTPUT_DIR/onnx/<graph><suffix>.onnx         each dtype: _fp16, _quantized (q8), _int8,
-                                                 _uint8, _q4, _q4f16 (dtypes.py)
+                                                 _uint8, _q4, _bnb4, _q4f16 (dtypes.py)
 
 Every file of every dtype is run by ONNX Runtime on the task's inputs and compared with
 eager PyTorch, with the tolerance of its dtype (`TOLERANCE`); the table shows them side by
