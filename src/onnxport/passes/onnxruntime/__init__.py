@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
+from onnxport.passes.onnxruntime.contrib import CONTRIB_DOMAIN
+
 if TYPE_CHECKING:
     from onnxport.options import OnnxRuntimeTarget
-
-CONTRIB_DOMAIN = "com.microsoft"
 
 
 def onnxruntime_passes(options: OnnxRuntimeTarget | None = None) -> list[ir.passes.PassBase]:
