@@ -20,9 +20,10 @@ then one `node` process (tests/web/run_node.mjs, transformers.js from `.web-clie
 
 `--optimum`: each checkpoint is also exported by `optimum-cli export onnx` (optimum-onnx 0.1
 in the client venv tests/cli_tasks builds, `.venv-clients/<key>`), for the task onnxport
-picked, and its folder moved by hand into transformers.js's layout: every `.onnx` file (and
-its external data) into `onnx/` as named, the other files at the root. transformers.js runs
-those folders the same way, side by side in the table.
+picked, and quantized by `optimum-cli onnxruntime quantize --avx2` (optimum's 8-bit files,
+`<graph>_quantized.onnx`); the folder is moved by hand into transformers.js's layout: every
+`.onnx` file (and its external data) into `onnx/` as named, the other files at the root.
+transformers.js runs those folders the same way, side by side in the table.
 
 Criteria (issue 41): fp32 within 1e-4 and tokens equal; fp16 within 2% of the largest
 value; q8 and q4 finite and of the right shape, generation running.
@@ -97,12 +98,23 @@ def optimum_moved(ck: Path, task: str, name: str, work: Path) -> tuple[Path | No
     if proc.returncode:
         last = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-1:] or ["?"]
         return None, f"optimum-cli failed: {last[0][:160]}"
+    # optimum's own 8-bit files: `optimum-cli onnxruntime quantize` (dynamic, AVX2 config)
+    # writes <graph>_quantized.onnx beside each graph, the name transformers.js's q8 reads
+    quantized = work / "optimum-q8" / name
+    proc_q = subprocess.run([str(client_venv() / "bin" / "optimum-cli"), "onnxruntime",
+                             "quantize", "--onnx_model", str(raw), "--avx2", "-o",
+                             str(quantized)], capture_output=True, text=True, env=env,
+                            timeout=1800)
     moved = work / "models-optimum" / name
     (moved / "onnx").mkdir(parents=True)
-    for f in raw.iterdir():
-        onnx_file = f.name.endswith((".onnx", ".onnx_data", ".onnx.data"))
+    sources = list(raw.iterdir()) + (list(quantized.glob("*_quantized.onnx*"))
+                                     if proc_q.returncode == 0 else [])
+    for f in sources:
+        onnx_file = ".onnx" in f.name
         shutil.copy2(f, moved / "onnx" / f.name if onnx_file else moved / f.name)
-    return moved, ", ".join(sorted(p.name for p in (moved / "onnx").iterdir()))
+    note = "" if proc_q.returncode == 0 else " (onnxruntime quantize failed: " + (
+        [ln for ln in proc_q.stderr.strip().splitlines() if ln.strip()][-1:] or ["?"])[0][:120] + ")"
+    return moved, ", ".join(sorted(p.name for p in (moved / "onnx").iterdir())) + note
 
 
 def score(got: dict[str, Any], dtype: str, ref: dict[str, np.ndarray],
