@@ -26,6 +26,7 @@ import torch
 from onnxport.errors import OnnxExporterError
 from onnxport.tasks import checkpoint, registry, streaming
 from onnxport.tasks.errors import OutputDirError, TaskError, TaskExportError, ValidationError
+from onnxport.tasks.specs import GraphSpec, decoder_uses_position_ids, float_dtype
 from onnxport.tasks.quantized import (
     QuantizeSpec,
     quantization_error,
@@ -185,179 +186,290 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
         ValidationError: ORT differs from eager; the files are kept in `output_dir`.
     """
     say = progress or (lambda line: None)
-    model_dir, out = Path(model_dir), Path(output_dir).absolute()
-    torch_dtype = parse_dtype(dtype)
-    target = _parse_target(target, accuracy_level)
-    qspec = QuantizeSpec.parse(quantize, block_size=block_size, symmetric=symmetric)
+    start = time.perf_counter()
+    plan = _plan(Path(model_dir), Path(output_dir).absolute(), task, say, opset=opset,
+                 dtype=parse_dtype(dtype), dynamic=dynamic, overwrite=overwrite, atol=atol,
+                 batch=batch_size, sequence=sequence_length,
+                 trust_remote_code=trust_remote_code, report=report, validate=validate,
+                 optimize=optimize, stream_weights=stream_weights,
+                 target=_parse_target(target, accuracy_level),
+                 qspec=QuantizeSpec.parse(quantize, block_size=block_size, symmetric=symmetric))
+    seconds: dict[str, float] = {}
+    model = _load(plan, say, since=start)
+    seconds["load"] = time.perf_counter() - start
+    specs = _build_graphs(plan, model)
+    plan.out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{plan.out.name}.staging-", dir=plan.out.parent))
+    try:
+        layouts = _export_and_save_each(plan, model, specs, staging, say, save_progress, seconds)
+        _write_companions(plan, staging)
+        checked = _validate(plan, model, specs, staging, layouts, say, seconds)
+        files = sorted(p.name for p in staging.iterdir())
+        _move_into_place(staging, plan.out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    seconds["total"] = time.perf_counter() - start
+    result = ExportResult(plan.out, plan.task, plan.task_reason, plan.config.model_type, files,
+                          checked.rows, seconds, route=plan.route_name,
+                          route_reason=plan.route.reason, checks=checked.checks,
+                          not_validated=checked.not_validated)
+    if not result.ok:
+        raise ValidationError(
+            f"ONNX Runtime's outputs differ from eager PyTorch beyond the tolerance; the "
+            f"files are kept for inspection in {plan.out}\n{result.table}",
+            output_dir=str(plan.out), table=result.table)
+    return result
+
+
+# -- the stages ------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What `export_checkpoint` decided before any work, carried through its stages."""
+
+    model_dir: Path
+    out: Path
+    config: Any
+    task: str
+    task_reason: str
+    family: str
+    auto_class: str
+    dtype: torch.dtype | None  # the requested dtype (None: the checkpoint's)
+    opset: int | None
+    target: Any  # "onnx", "onnxruntime" or an OnnxRuntimeTarget
+    qspec: QuantizeSpec | None
+    route: streaming.RoutePlan
+    weights: Any  # the checkpoint opened for streaming; None on the in-memory route
+    dynamic: bool
+    atol: float | None
+    batch: int
+    sequence: int
+    trust_remote_code: bool
+    report: bool
+    validate: bool
+    optimize: bool
+
+    @property
+    def route_name(self) -> str:
+        return "streamed" if self.route.stream else "in-memory"
+
+    @property
+    def position_ids(self) -> bool | None:
+        """False under the ONNX Runtime target: its decoders take no position_ids (as the
+        GenAI builder's): the positions are then the cache's, which lets
+        FuseGroupQueryAttentionPass move rotary into GroupQueryAttention and pack Q/K/V
+        (docs/cli.md, "Targets and quantized export")."""
+        return False if self.target == "onnxruntime" else None
+
+
+def _plan(model_dir: Path, out: Path, task: str | None, say: Callable[[str], None], *,
+          opset: int | None, dtype: torch.dtype | None, overwrite: bool,
+          stream_weights: bool | None, qspec: QuantizeSpec | None, validate: bool,
+          trust_remote_code: bool, **options: Any) -> _Plan:
+    """Read the config, resolve the task and its family, check the output folder and the
+    options, and choose the route (opening the checkpoint for streaming on that route)."""
     if qspec is not None:
         opset = qspec.opset(opset)
-    seconds: dict[str, float] = {}
-    start = time.perf_counter()
     config = checkpoint.load_config(model_dir, trust_remote_code=trust_remote_code)
     task_name, reason = registry.resolve_task(config, task)
     family, auto_class = registry.plan(config.model_type, task_name)
     _check_output_dir(out, overwrite)
     say(f"task: {task_name} ({reason})")
     if validate:
-        check_runtime_dtype(torch_dtype)  # before any work: ORT's CPU provider may lack it
+        check_runtime_dtype(dtype)  # before any work: ORT's CPU provider may lack it
     if qspec is not None and stream_weights:
         raise TaskError("--quantize reads the weights in memory to round them; it cannot be "
                         "combined with --stream-weights")
-    plan, weights = _plan_route(model_dir, config, torch_dtype,
-                                False if qspec is not None else stream_weights, validate)
-    say(f"route: {'streamed weights' if plan.stream else 'in memory'} ({plan.reason})")
-    if plan.stream:
-        assert weights is not None
-        build_dtype = torch_dtype or _config_dtype(config) or streaming.checkpoint_dtype(weights)
+    route, weights = _plan_route(model_dir, config, dtype,
+                                 False if qspec is not None else stream_weights, validate)
+    say(f"route: {'streamed weights' if route.stream else 'in memory'} ({route.reason})")
+    return _Plan(model_dir, out, config, task_name, reason, family, auto_class, dtype, opset,
+                 qspec=qspec, route=route, weights=weights, validate=validate,
+                 trust_remote_code=trust_remote_code, **options)
+
+
+def _load(plan: _Plan, say: Callable[[str], None], since: float) -> torch.nn.Module:
+    """The model: built without weights on the streamed route, loaded otherwise."""
+    if plan.route.stream:
+        weights = plan.weights
+        build_dtype = plan.dtype or _config_dtype(plan.config) or streaming.checkpoint_dtype(weights)
         with checkpoint.offline():
-            model = streaming.build_without_weights(config, auto_class, dtype=build_dtype,
-                                                    cast=torch_dtype is not None,
-                                                    trust_remote_code=trust_remote_code)
-        seconds["load"] = time.perf_counter() - start
+            model = streaming.build_without_weights(plan.config, plan.auto_class,
+                                                    dtype=build_dtype,
+                                                    cast=plan.dtype is not None,
+                                                    trust_remote_code=plan.trust_remote_code)
         say(f"built {type(model).__name__} without weights "
             f"({sum(p.numel() for p in model.parameters()):,} parameters; checkpoint "
-            f"{weights.description}, {plan.weight_bytes:,} bytes as exported) "
-            f"in {seconds['load']:.1f}s")
-    else:
-        weights = None
-        model = checkpoint.load_model(model_dir, config, auto_class, dtype=torch_dtype,
-                                      trust_remote_code=trust_remote_code)
-        seconds["load"] = time.perf_counter() - start
-        say(f"loaded {type(model).__name__} from {model_dir} "
-            f"({sum(p.numel() for p in model.parameters()):,} parameters) "
-            f"in {seconds['load']:.1f}s")
+            f"{weights.description}, {plan.route.weight_bytes:,} bytes as exported) "
+            f"in {time.perf_counter() - since:.1f}s")
+        return model
+    model = _load_in_memory(plan)
+    say(f"loaded {type(model).__name__} from {plan.model_dir} "
+        f"({sum(p.numel() for p in model.parameters()):,} parameters) "
+        f"in {time.perf_counter() - since:.1f}s")
+    return model
 
+
+def _load_in_memory(plan: _Plan) -> torch.nn.Module:
+    return checkpoint.load_model(plan.model_dir, plan.config, plan.auto_class, dtype=plan.dtype,
+                                 trust_remote_code=plan.trust_remote_code)
+
+
+def _build_graphs(plan: _Plan, model: torch.nn.Module) -> list[GraphSpec]:
+    """The task's graphs for `model` (one per output file)."""
     from onnxport.tasks.graphs import graphs_for
 
-    # The ONNX Runtime target's decoders take no position_ids (as the GenAI builder's): the
-    # positions are then the cache's, which lets FuseGroupQueryAttentionPass move rotary into
-    # GroupQueryAttention and pack Q/K/V (docs/cli.md, "Targets and quantized export").
-    position_ids = False if target == "onnxruntime" else None
     try:
-        specs = graphs_for(model, family, task_name, batch=batch_size, sequence=sequence_length,
-                           position_ids=position_ids)
+        return graphs_for(model, plan.family, plan.task, batch=plan.batch,
+                          sequence=plan.sequence, position_ids=plan.position_ids)
     except OnnxExporterError:
         raise
     except Exception as e:
         raise TaskExportError(
-            f"building the graphs of {task_name} for {type(model).__name__} failed: "
+            f"building the graphs of {plan.task} for {type(model).__name__} failed: "
             f"{type(e).__name__}: {e}") from e
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
-    rows: list[Row] = []
-    checks: list[streaming.Check] = []
-    not_validated = ""
-    layouts: dict[str, dict[str, str]] = {}  # file -> the quantized weights' layouts
-    try:
-        seconds["export"] = seconds["save"] = 0.0
-        for spec in specs:
-            t0 = time.perf_counter()
-            say(f"exporting {spec.filename}: capture, translate, optimize")
-            kwargs: dict[str, Any] = {"opset_version": opset, "optimize": optimize,
-                                      "report": report, "artifacts_dir": str(staging)}
-            if target != "onnx":
-                kwargs["target"] = target
-            with torch.no_grad(), _without_fake_tensor_cache():
-                try:
-                    program = spec.export_program(dynamic=dynamic, **kwargs)
-                except OnnxExporterError:
-                    raise
-                except Exception as e:
-                    raise TaskExportError(
-                        f"exporting {spec.filename} for {task_name} failed: "
-                        f"{type(e).__name__}: {e}") from e
-            if weights is not None:
-                applied = streaming.apply_checkpoint(program, weights, model)
-                say(f"weights of {spec.filename}: {len(applied.applied)} read from the "
-                    f"checkpoint as it is saved ({len(applied.aliased)} under a tied name, "
-                    f"{len(applied.converted)} converted), "
-                    f"{len(applied.kept) + len(applied.materialized)} computed by the model "
-                    f"(buffers checkpoints do not hold)")
-            if qspec is not None:
-                done = quantize_program(program, qspec, target)
-                layouts[spec.filename] = done.layouts
-                say(f"quantized {len(done.nodes)} weights of {spec.filename} to int{qspec.bits} "
-                    f"(round to nearest, "
-                    + (f"blocks of {qspec.block_size}" if qspec.block_size else "per channel")
-                    + (", symmetric)" if qspec.symmetric else ", zero points)"))
-            seconds["export"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            bytes_done = (None if save_progress is None else
-                          functools.partial(save_progress, spec.filename))
-            # The streamed route always writes external data: an inline save would gather
-            # every weight into one protobuf in memory.
-            program.save(staging / spec.filename, external_data=True if weights is not None else None,
-                         progress=bytes_done)
-            del program
-            if weights is not None:
-                weights.close()
-            size = sum(p.stat().st_size for p in staging.glob(spec.filename + "*"))
-            took = time.perf_counter() - t0
-            seconds["save"] += took
-            say(f"saved {spec.filename} ({size:,} bytes) in {took:.1f}s "
-                f"({size / 1e6 / max(took, 1e-9):.0f} MB/s)")
-        copied = _copy_checkpoint_files(model_dir, staging)
-        if family == "decoder" and task_name == "text-generation-with-past":
-            from onnxport.tasks.genai import write_genai_config
-            from onnxport.tasks.specs import decoder_uses_position_ids
 
-            write_genai_config(staging, config,
-                               with_position_ids=decoder_uses_position_ids(config)
-                               and position_ids is not False)
-        if validate and plan.stream:
-            t0 = time.perf_counter()
-            for spec in specs:
-                say(f"checking {spec.filename}: external data CRC-32, ONNX Runtime session")
-                checks += streaming.check_saved(staging / spec.filename)
-            export_dtype = next((p.dtype for p in model.parameters()
-                                 if p.is_floating_point()), torch.float32)
-            need = streaming.eager_validation_bytes(plan.weight_bytes, export_dtype)
-            available = streaming.available_memory()
-            seconds["check"] = time.perf_counter() - t0
-            if need > streaming.MEMORY_FRACTION * available:
-                not_validated = (
-                    f"ONNX Runtime's outputs were not compared with eager PyTorch: that needs "
-                    f"the model in memory twice over (~{need / 1024**3:.1f} GB), and "
-                    f"{available / 1024**3:.1f} GB is available")
-                say(not_validated)
-            else:
-                del model, specs
-                say("the eager model fits in memory: loading it to compare with ONNX Runtime")
-                model = checkpoint.load_model(model_dir, config, auto_class,
-                                              dtype=torch_dtype,
-                                              trust_remote_code=trust_remote_code)
-                specs = graphs_for(model, family, task_name, batch=batch_size,
-                                   sequence=sequence_length, position_ids=position_ids)
-        if validate and not not_validated:
-            t0 = time.perf_counter()
-            model_dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()),
-                               torch.float32)
-            tol = default_atol(model_dtype) if atol is None else atol
-            for spec in specs:
-                shapes = spec.shapes if dynamic else spec.shapes[:1]
-                if qspec is not None and layouts.get(spec.filename):
-                    rows += _validate_quantized(spec, staging / spec.filename, model,
-                                                layouts[spec.filename], qspec, tol, shapes, say)
-                    continue
-                say(f"validating {spec.filename} at {len(shapes)} shapes (atol {tol:g})")
-                rows += validate_graph(spec, staging / spec.filename, atol=tol, shapes=shapes)
-            seconds["validate"] = time.perf_counter() - t0
-        files = sorted(p.name for p in staging.iterdir())
-        _move_into_place(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    seconds["total"] = time.perf_counter() - start
-    del copied
-    result = ExportResult(out, task_name, reason, config.model_type, files, rows, seconds,
-                          route="streamed" if plan.stream else "in-memory",
-                          route_reason=plan.reason, checks=checks, not_validated=not_validated)
-    if not result.ok:
-        raise ValidationError(
-            f"ONNX Runtime's outputs differ from eager PyTorch beyond the tolerance; the "
-            f"files are kept for inspection in {out}\n{result.table}",
-            output_dir=str(out), table=result.table)
-    return result
+
+def _export_and_save_each(plan: _Plan, model: torch.nn.Module, specs: list[GraphSpec],
+                          staging: Path, say: Callable[[str], None],
+                          save_progress: Callable[[str, int, int], None] | None,
+                          seconds: dict[str, float]) -> dict[str, dict[str, str]]:
+    """Export each graph into `staging`, one at a time (a program is dropped once saved).
+    Returns the quantized weights' layouts by file (empty without quantization)."""
+    layouts: dict[str, dict[str, str]] = {}
+    seconds["export"] = seconds["save"] = 0.0
+    for spec in specs:
+        t0 = time.perf_counter()
+        program = _export_graph(plan, model, spec, staging, say)
+        if plan.qspec is not None:
+            layouts[spec.filename] = _quantize(plan, program, spec, say)
+        seconds["export"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        _save_graph(plan, program, spec, staging, save_progress)
+        del program
+        if plan.weights is not None:
+            plan.weights.close()
+        size = sum(p.stat().st_size for p in staging.glob(spec.filename + "*"))
+        took = time.perf_counter() - t0
+        seconds["save"] += took
+        say(f"saved {spec.filename} ({size:,} bytes) in {took:.1f}s "
+            f"({size / 1e6 / max(took, 1e-9):.0f} MB/s)")
+    return layouts
+
+
+def _export_graph(plan: _Plan, model: torch.nn.Module, spec: GraphSpec, staging: Path,
+                  say: Callable[[str], None]) -> Any:
+    """One graph's ONNXProgram, its weights read from the checkpoint on the streamed route."""
+    say(f"exporting {spec.filename}: capture, translate, optimize")
+    kwargs: dict[str, Any] = {"opset_version": plan.opset, "optimize": plan.optimize,
+                              "report": plan.report, "artifacts_dir": str(staging)}
+    if plan.target != "onnx":
+        kwargs["target"] = plan.target
+    with torch.no_grad(), _without_fake_tensor_cache():
+        try:
+            program = spec.export_program(dynamic=plan.dynamic, **kwargs)
+        except OnnxExporterError:
+            raise
+        except Exception as e:
+            raise TaskExportError(
+                f"exporting {spec.filename} for {plan.task} failed: "
+                f"{type(e).__name__}: {e}") from e
+    if plan.weights is not None:
+        applied = streaming.apply_checkpoint(program, plan.weights, model)
+        say(f"weights of {spec.filename}: {len(applied.applied)} read from the "
+            f"checkpoint as it is saved ({len(applied.aliased)} under a tied name, "
+            f"{len(applied.converted)} converted), "
+            f"{len(applied.kept) + len(applied.materialized)} computed by the model "
+            f"(buffers checkpoints do not hold)")
+    return program
+
+
+def _quantize(plan: _Plan, program: Any, spec: GraphSpec,
+              say: Callable[[str], None]) -> dict[str, str]:
+    qspec = plan.qspec
+    assert qspec is not None
+    done = quantize_program(program, qspec, plan.target)
+    say(f"quantized {len(done.nodes)} weights of {spec.filename} to int{qspec.bits} "
+        f"(round to nearest, "
+        + (f"blocks of {qspec.block_size}" if qspec.block_size else "per channel")
+        + (", symmetric)" if qspec.symmetric else ", zero points)"))
+    return done.layouts
+
+
+def _save_graph(plan: _Plan, program: Any, spec: GraphSpec, staging: Path,
+                save_progress: Callable[[str, int, int], None] | None) -> None:
+    bytes_done = (None if save_progress is None else
+                  functools.partial(save_progress, spec.filename))
+    # The streamed route always writes external data: an inline save would gather every
+    # weight into one protobuf in memory.
+    program.save(staging / spec.filename,
+                 external_data=True if plan.weights is not None else None,
+                 progress=bytes_done)
+
+
+def _write_companions(plan: _Plan, staging: Path) -> None:
+    """The checkpoint's config, tokenizer and preprocessor files, and genai_config.json for
+    a decoder-only LM with a cache."""
+    _copy_checkpoint_files(plan.model_dir, staging)
+    if plan.family == "decoder" and plan.task == "text-generation-with-past":
+        from onnxport.tasks.genai import write_genai_config
+
+        write_genai_config(staging, plan.config,
+                           with_position_ids=decoder_uses_position_ids(plan.config)
+                           and plan.position_ids is not False)
+
+
+@dataclasses.dataclass
+class _Checked:
+    rows: list[Row] = dataclasses.field(default_factory=list)
+    checks: list[streaming.Check] = dataclasses.field(default_factory=list)
+    not_validated: str = ""
+
+
+def _validate(plan: _Plan, model: torch.nn.Module, specs: list[GraphSpec], staging: Path,
+              layouts: dict[str, dict[str, str]], say: Callable[[str], None],
+              seconds: dict[str, float]) -> _Checked:
+    """ONNX Runtime against eager at the specs' shapes. On the streamed route the files are
+    checked first (CRC-32s, a session), and eager runs only if the model fits in memory
+    (loaded again, with its weights)."""
+    checked = _Checked()
+    if not plan.validate:
+        return checked
+    if plan.route.stream:
+        t0 = time.perf_counter()
+        for spec in specs:
+            say(f"checking {spec.filename}: external data CRC-32, ONNX Runtime session")
+            checked.checks += streaming.check_saved(staging / spec.filename)
+        export_dtype = next((p.dtype for p in model.parameters()
+                             if p.is_floating_point()), torch.float32)
+        need = streaming.eager_validation_bytes(plan.route.weight_bytes, export_dtype)
+        available = streaming.available_memory()
+        seconds["check"] = time.perf_counter() - t0
+        if need > streaming.MEMORY_FRACTION * available:
+            checked.not_validated = (
+                f"ONNX Runtime's outputs were not compared with eager PyTorch: that needs "
+                f"the model in memory twice over (~{need / 1024**3:.1f} GB), and "
+                f"{available / 1024**3:.1f} GB is available")
+            say(checked.not_validated)
+            return checked
+        del model, specs
+        say("the eager model fits in memory: loading it to compare with ONNX Runtime")
+        model = _load_in_memory(plan)
+        specs = _build_graphs(plan, model)
+    t0 = time.perf_counter()
+    tol = default_atol(float_dtype(model)) if plan.atol is None else plan.atol
+    for spec in specs:
+        shapes = spec.shapes if plan.dynamic else spec.shapes[:1]
+        if plan.qspec is not None and layouts.get(spec.filename):
+            checked.rows += _validate_quantized(spec, staging / spec.filename, model,
+                                                layouts[spec.filename], plan.qspec, tol,
+                                                shapes, say)
+            continue
+        say(f"validating {spec.filename} at {len(shapes)} shapes (atol {tol:g})")
+        checked.rows += validate_graph(spec, staging / spec.filename, atol=tol, shapes=shapes)
+    seconds["validate"] = time.perf_counter() - t0
+    return checked
 
 
 def _parse_target(target: str, accuracy_level: int | None) -> str:
