@@ -8,6 +8,7 @@ import onnx_ir as ir
 import onnx_ir.passes.common as common
 
 from onnxport.errors import PassError
+from onnxport.passes.fold_batch_norm import FoldBatchNormPass
 from onnxport.passes.fold_constants import FoldConstantsPass
 from onnxport.passes.fold_scale import FoldScaleIntoGemmPass
 from onnxport.passes.foldable_weight_dequant import FoldableWeightDequantPass
@@ -16,10 +17,12 @@ from onnxport.passes.fuse_dynamic_quant import FuseDynamicQuantMatMulPass
 from onnxport.passes.fuse_fake_quant import FuseFakeQuantPass
 from onnxport.passes.fuse_gelu import FuseGeluPass
 from onnxport.passes.fuse_gemm import FuseGemmPass
+from onnxport.passes.fuse_global_pool import FuseGlobalPoolPass
 from onnxport.passes.fuse_layer_norm import FuseLayerNormPass
 from onnxport.passes.fuse_rms_norm import FuseRMSNormPass
 from onnxport.passes.fuse_rotary import FuseRotaryPass
 from onnxport.passes.fuse_rows import FuseRowsPass
+from onnxport.passes.head_layout import HeadLayoutPass
 from onnxport.passes.pretranspose_weights import PretransposeWeightsPass, transposed_weights
 from onnxport.passes.simplify_indexing import SimplifyIndexingPass
 
@@ -27,8 +30,8 @@ from onnxport.passes.simplify_indexing import SimplifyIndexingPass
 def fusion_passes() -> list[ir.passes.PassBase]:
     """Every fusion pass, in the order they run (the default list runs those that pay off)."""
     return [FuseFakeQuantPass(), FuseLayerNormPass(), FuseRMSNormPass(), FuseGeluPass(), FuseRotaryPass(), FuseAttentionPass(),
-            FuseRowsPass(), FuseGemmPass(), FoldScaleIntoGemmPass(), FuseDynamicQuantMatMulPass(),
-            FoldableWeightDequantPass()]
+            FuseRowsPass(), FuseGemmPass(), FoldScaleIntoGemmPass(), HeadLayoutPass(), FuseDynamicQuantMatMulPass(),
+            FuseGlobalPoolPass(), FoldableWeightDequantPass()]
 
 
 # The fusions `default_passes()` runs: those that made ONNX Runtime (CPU) measurably faster in
@@ -45,11 +48,17 @@ def fusion_passes() -> list[ir.passes.PassBase]:
 # DequantizeLinear, so ORT forms its weight kernels (docs/quantization.md).
 # FoldScaleIntoGemmPass: attention's query scale (below opset 23) as the query Gemm's alpha:
 # one node and one elementwise pass a layer fewer (BERT, ViT, Llama encoders).
+# HeadLayoutPass (after the attention and row passes): a batch-of-one head split as an
+# (S, 1, H, D) view, whose Transpose ORT folds into FusedMatMul: three Transposes a layer
+# fewer; benchmarks/bench_latency.py, ORT CPU time: BERT -2.2%, GPT-2 -1.5%, ViT -3%.
+# FuseGlobalPoolPass: a keepdims mean over H and W (timm's squeeze-and-excitation blocks) as
+# GlobalAveragePool, which ORT runs in its NCHWc layout: no reorders around each SE block
+# (benchmarks/bench_vision_graphs.py, docs/benchmarks.md "Vision graphs").
 # FoldableWeightDequantPass (last): weight-only DequantizeLinear as Cast/Mul arithmetic ORT folds
 # at load: int4 MLP 512-2048-512 at float's latency instead of 18x it (docs/quantization.md).
 DEFAULT_FUSIONS = (FuseFakeQuantPass, FuseLayerNormPass, FuseRMSNormPass, FuseGeluPass, FuseRotaryPass, FuseAttentionPass,
-                   FuseRowsPass, FuseGemmPass, FoldScaleIntoGemmPass, FuseDynamicQuantMatMulPass,
-                   FoldableWeightDequantPass)
+                   FuseRowsPass, FuseGemmPass, FoldScaleIntoGemmPass, HeadLayoutPass, FuseDynamicQuantMatMulPass,
+                   FuseGlobalPoolPass, FoldableWeightDequantPass)
 
 
 # PretransposeWeightsPass is not in the default list: a weight stored transposed keeps its
@@ -58,6 +67,10 @@ DEFAULT_FUSIONS = (FuseFakeQuantPass, FuseLayerNormPass, FuseRMSNormPass, FuseGe
 # ONNX Runtime folds Transpose(initializer) at session load anyway (no latency change). Run it
 # explicitly (`run_passes(program.model, [PretransposeWeightsPass()])`) for a smaller file;
 # `ONNXProgram.apply_weights` transposes the weights it lists.
+# FoldBatchNormPass (Conv + BatchNormalization as one Conv, as torch.onnx writes CNNs) is not
+# default for the same reasons: the folded weights are new initializers, so the state_dict names
+# leave the graph, and ORT folds Conv + BatchNormalization at load (bench_vision_graphs.py
+# --fold-bn: the same nodes after ORT's optimizations, the same latency).
 
 
 def default_passes() -> list[ir.passes.PassBase]:
@@ -119,6 +132,6 @@ def run_passes(model: ir.Model, passes: Sequence[ir.passes.PassBase] | None = No
 
 
 PassFactory = Callable[[], ir.passes.PassBase]
-__all__ = ["FoldConstantsPass", "FoldScaleIntoGemmPass", "FoldableWeightDequantPass", "FuseAttentionPass", "FuseFakeQuantPass", "FuseGeluPass", "FuseGemmPass", "FuseLayerNormPass",
-           "FuseRMSNormPass", "FuseRotaryPass", "FuseRowsPass", "PretransposeWeightsPass", "SimplifyIndexingPass", "cleanup_passes", "default_passes",
+__all__ = ["FoldBatchNormPass", "FoldConstantsPass", "FoldScaleIntoGemmPass", "FoldableWeightDequantPass", "FuseAttentionPass", "FuseFakeQuantPass", "FuseGeluPass", "FuseGemmPass", "FuseGlobalPoolPass", "FuseLayerNormPass",
+           "FuseRMSNormPass", "FuseRotaryPass", "FuseRowsPass", "HeadLayoutPass", "PretransposeWeightsPass", "SimplifyIndexingPass", "cleanup_passes", "default_passes",
            "fusion_passes", "run_passes", "target_passes", "transposed_weights", "TARGETS"]
