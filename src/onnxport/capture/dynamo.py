@@ -102,115 +102,17 @@ def capture(
             object that is not a tensor, a number, None or a container of those.
         ValueError: `output_names` names more outputs than the model returns.
     """
-    attempts: list[CaptureAttempt] = []
-    size_names: dict[int, dict[str, str]] = {}  # id(program) -> the names library patches gave
     start = time.perf_counter()
-    refined, why = None, ""
+    search = _Search(model, args, kwargs, dynamic_shapes, strategies, size_oblivious)
     if isinstance(model, torch.export.ExportedProgram):
-        program = model
-        strategy = "exported-program"
-        attempts.append(CaptureAttempt(strategy, None, 0.0))
+        search.program, search.strategy = model, "exported-program"
+        search.attempts.append(CaptureAttempt(search.strategy, None, 0.0))
     else:
-        module = _as_module(model)
-        program = None
-        strategy = ""
-        # Every strategy with the user's spec first. When all of them reject it for a guard
-        # on a dynamic dim, the same spec with the guards kept as run-time asserts and sizes
-        # 0 and 1 (an example's, or one the model derives, such as `unflatten(0, (2, -1))` of
-        # a batch of 2) treated like any other: the dims stay dynamic, as torch.onnx keeps
-        # them. Only then the spec torch.export's suggested fixes give (which may make a dim
-        # static). A later strategy may accept a spec the first rejected by specialising the
-        # dims in question (strict capture can): then the deferred capture is tried too, and
-        # the one that keeps more input dims dynamic wins.
-
-        def attempt(spec: Any, label: str, deferred: bool, oblivious: bool) -> tuple[Any, str]:
-            for name in strategies:
-                t0 = time.perf_counter()
-                names: dict[str, str] = {}
-                try:
-                    found = _export(module, args, kwargs, spec, strict=(name == "strict"),
-                                    size_oblivious=oblivious,
-                                    loop_rnns=dynamic_shapes is not None, deferred=deferred,
-                                    size_names=names)
-                    size_names[id(found)] = names
-                except Exception as e:  # noqa: BLE001  (every failure is recorded and reported)
-                    attempts.append(CaptureAttempt(name + label, e, time.perf_counter() - t0))
-                    logger.info("capture strategy %s failed: %s", name + label, e)
-                    continue
-                squeeze = _squeezes_a_size_one(found) if oblivious else ""
-                if squeeze:
-                    # Sizes 1 treated like any other changed what the model computes (it
-                    # squeezes a dim of size 1): only a static dim can say what eager does.
-                    attempts.append(CaptureAttempt(name + label, CaptureError(
-                        f"a dim dynamic_shapes asks to be dynamic has size 1 and the model "
-                        f"squeezes it ({squeeze}): captured treating size 1 like any other, the "
-                        f"squeeze would keep it"), time.perf_counter() - t0))
-                    return None, ""
-                attempts.append(CaptureAttempt(name + label, None, time.perf_counter() - t0))
-                return found, name
-            return None, ""
-
-        def run(oblivious: bool, fallback: bool) -> tuple[Any, str, bool]:
-            """(program, strategy, whether it was captured size-oblivious)."""
-            first = len(attempts)
-            found, name = attempt(dynamic_shapes, "", False, oblivious)
-            # Any strategy's constraint violation: torch can crash while it words one for
-            # another (non-strict: "Cannot create Dim with inconsistent min=1, max=1").
-            error = next((a.error for a in attempts[first:] if a.error is not None
-                          and explain_constraint_violation(a.error, dynamic_shapes)), None)
-            if attempts[first].error is None or error is None:
-                return found, name, oblivious
-            if found is not None and len(attempts) > first + 1:
-                kept, kept_name = attempt(dynamic_shapes, _DEFERRED, True, not fallback)
-                if kept is not None and _dynamic_dims(kept) > _dynamic_dims(found):
-                    return kept, kept_name, not fallback
-                return found, name, oblivious
-            found, name = attempt(dynamic_shapes, _DEFERRED, True, not fallback)
-            return found, name, not fallback
-
-        program, strategy, size_oblivious = run(size_oblivious, False)
-        if program is None and any(isinstance(a.error, CaptureError) for a in attempts):
-            # A size-oblivious capture squeezed wrongly: capture with sizes 0 and 1 as sizes.
-            program, strategy, size_oblivious = run(False, True)
-        rejected = next((a.error for a in attempts if a.error is not None
-                         and not isinstance(a.error, CaptureError)
-                         and explain_constraint_violation(a.error, dynamic_shapes)),
-                        None) or next((a.error for a in attempts if a.error is not None
-                                       and not isinstance(a.error, CaptureError)), None)
-        if program is None:
-            fixed = _refine(rejected, dynamic_shapes)
-            if fixed is not None:
-                program, strategy = attempt(fixed, " (refined spec)", False, False)
-                if program is not None:
-                    refined = fixed
-                    why = explain_constraint_violation(rejected, dynamic_shapes)
-        if program is not None and dynamic_shapes is not None:
-            pinned = pinning_guards(program)
-            if pinned:
-                program, strategy, refined, why = _unpin(program, pinned, module, args, kwargs,
-                                                         dynamic_shapes, attempts, attempt)
-        if program is None:
-            lines = "\n".join(
-                f"  {a.strategy}: {type(a.error).__name__}: {_first_line(a.error)}" for a in attempts
-            )
-            explained = explain_constraint_violation(rejected, dynamic_shapes)
-            squeezed = [a.error for a in attempts if isinstance(a.error, CaptureError)]
-            if squeezed and not explained:
-                explained = (f"{squeezed[0]}; captured with sizes 1 as sizes, torch.export "
-                             f"cannot keep that dim dynamic: give an example of size 2 or more, "
-                             f"or make the dim static")
-            if explained:
-                raise CaptureError(
-                    f"{explained}\ntorch.export tried {len(attempts)} strategies:\n{lines}",
-                    attempts,
-                ) from attempts[0].error
-            _raise_unsupported_output(attempts, module, args, kwargs)
-            _raise_forward_error(attempts, model, module, args, kwargs, lines)
-            raise CaptureError(
-                f"torch.export could not capture the model; tried {len(attempts)} strategies:\n"
-                f"{lines}\n  fix: make the failing code traceable (see the first error above)",
-                attempts,
-            ) from attempts[0].error
+        for step in _Search.STEPS:
+            step(search)
+        if search.program is None:
+            search.fail()
+    program, attempts, refined = search.program, search.attempts, search.refined
     outputs = _user_outputs(program)
     _check_outputs(program, outputs, attempts)
     if output_names is not None:
@@ -218,24 +120,167 @@ def capture(
 
         check_output_names(output_names, sum(1 for o in outputs if o is not None))
     seconds = time.perf_counter() - start
-    captured = Captured(program, strategy, attempts, seconds=seconds)
+    captured = Captured(program, search.strategy, attempts, seconds=seconds)
     captured.refined_dynamic_shapes = refined
-    captured.refined_because = why if refined is not None else ""
-    captured.size_names = size_names.get(id(program), {})
+    captured.refined_because = search.why if refined is not None else ""
+    captured.size_names = search.size_names.get(id(program), {})
     if dynamic_shapes is not None and not isinstance(model, torch.export.ExportedProgram):
         names = [name for name, _ in user_input_values(program)]
         captured.narrowed = [
             f"input {names[index]!r} axis {axis}: {low}..{high}"
             + (f" (recorded at {where})" if where else "")
             for index, axis, low, high, where in narrowed_axes(
-                program, module, tuple(args), kwargs,
+                program, search.module, tuple(args), kwargs,
                 refined if refined is not None else dynamic_shapes)]
     if has_translation is not None:
         # Never edit a program the caller handed us; run_decompositions returns a new one.
         _decompose_untranslated(captured, has_translation,
                                 in_place=not isinstance(model, torch.export.ExportedProgram),
-                                size_oblivious=size_oblivious)
+                                size_oblivious=search.oblivious)
     return captured
+
+
+class _Search:
+    """The capture attempts for one model: every strategy in turn (`attempt`), and the
+    fallbacks `capture` walks when they fail (`STEPS`, in order).
+
+    Every strategy with the user's spec first. When all of them reject it for a guard on a
+    dynamic dim, the same spec with the guards kept as run-time asserts and sizes 0 and 1 (an
+    example's, or one the model derives, such as `unflatten(0, (2, -1))` of a batch of 2)
+    treated like any other: the dims stay dynamic, as torch.onnx keeps them. Only then the spec
+    torch.export's suggested fixes give (which may make a dim static). A later strategy may
+    accept a spec the first rejected by specialising the dims in question (strict capture
+    can): then the deferred capture is tried too, and the one that keeps more input dims
+    dynamic wins.
+    """
+
+    def __init__(self, model: Any, args: Sequence[Any], kwargs: dict[str, Any] | None,
+                 dynamic_shapes: Any, strategies: Sequence[str], oblivious: bool) -> None:
+        self.model, self.args, self.kwargs = model, args, kwargs
+        self.module = None if isinstance(model, torch.export.ExportedProgram) \
+            else _as_module(model)
+        self.dynamic_shapes, self.strategies = dynamic_shapes, strategies
+        self.attempts: list[CaptureAttempt] = []
+        self.size_names: dict[int, dict[str, str]] = {}  # id(program) -> library patches' names
+        self.program: Any = None
+        self.strategy = ""
+        self.oblivious = oblivious  # whether `program` was captured size-oblivious
+        self.refined: Any = None  # the spec that worked, when not the user's
+        self.why = ""  # why the spec was changed
+        self.rejected: BaseException | None = None  # the error that rejected the user's spec
+
+    # -- the steps -------------------------------------------------------------------------
+    def as_given(self) -> None:
+        """The user's spec, then (for a guard on a dynamic dim) with guards deferred."""
+        self.program, self.strategy, self.oblivious = self.run(self.oblivious, False)
+
+    def sizes_as_sizes(self) -> None:
+        """A size-oblivious capture squeezed wrongly: capture with sizes 0 and 1 as sizes."""
+        if self.program is None and any(isinstance(a.error, CaptureError)
+                                        for a in self.attempts):
+            self.program, self.strategy, self.oblivious = self.run(False, True)
+
+    def refined_spec(self) -> None:
+        """torch.export's suggested fixes for the error that rejected the user's spec."""
+        errors = [a.error for a in self.attempts if a.error is not None
+                  and not isinstance(a.error, CaptureError)]
+        self.rejected = next((e for e in errors
+                              if explain_constraint_violation(e, self.dynamic_shapes)),
+                             None) or next(iter(errors), None)
+        if self.program is not None:
+            return
+        fixed = _refine(self.rejected, self.dynamic_shapes)
+        if fixed is not None:
+            self.program, self.strategy = self.attempt(fixed, " (refined spec)", False, False)
+            if self.program is not None:
+                self.refined = fixed
+                self.why = explain_constraint_violation(self.rejected, self.dynamic_shapes)
+
+    def unpinned(self) -> None:
+        """Dims the captured program pins without enforcing it: made static, or kept
+        dynamic in the range of sizes the model's code allows (`_unpin`)."""
+        if self.program is not None and self.dynamic_shapes is not None:
+            pinned = pinning_guards(self.program)
+            if pinned:
+                self.program, self.strategy, self.refined, self.why = _unpin(
+                    self.program, pinned, self.module, self.args, self.kwargs,
+                    self.dynamic_shapes, self.attempts, self.attempt)
+
+    STEPS = (as_given, sizes_as_sizes, refined_spec, unpinned)
+
+    # -- attempts --------------------------------------------------------------------------
+    def attempt(self, spec: Any, label: str, deferred: bool, oblivious: bool
+                ) -> tuple[Any, str]:
+        """The first strategy that captures with `spec`: (program, strategy), or (None, "")."""
+        for name in self.strategies:
+            t0 = time.perf_counter()
+            names: dict[str, str] = {}
+            try:
+                found = _export(self.module, self.args, self.kwargs, spec,
+                                strict=(name == "strict"), size_oblivious=oblivious,
+                                loop_rnns=self.dynamic_shapes is not None, deferred=deferred,
+                                size_names=names)
+                self.size_names[id(found)] = names
+            except Exception as e:  # noqa: BLE001  (every failure is recorded and reported)
+                self.attempts.append(CaptureAttempt(name + label, e, time.perf_counter() - t0))
+                logger.info("capture strategy %s failed: %s", name + label, e)
+                continue
+            squeeze = _squeezes_a_size_one(found) if oblivious else ""
+            if squeeze:
+                # Sizes 1 treated like any other changed what the model computes (it
+                # squeezes a dim of size 1): only a static dim can say what eager does.
+                self.attempts.append(CaptureAttempt(name + label, CaptureError(
+                    f"a dim dynamic_shapes asks to be dynamic has size 1 and the model "
+                    f"squeezes it ({squeeze}): captured treating size 1 like any other, the "
+                    f"squeeze would keep it"), time.perf_counter() - t0))
+                return None, ""
+            self.attempts.append(CaptureAttempt(name + label, None, time.perf_counter() - t0))
+            return found, name
+        return None, ""
+
+    def run(self, oblivious: bool, fallback: bool) -> tuple[Any, str, bool]:
+        """(program, strategy, whether it was captured size-oblivious)."""
+        attempts, spec = self.attempts, self.dynamic_shapes
+        first = len(attempts)
+        found, name = self.attempt(spec, "", False, oblivious)
+        # Any strategy's constraint violation: torch can crash while it words one for
+        # another (non-strict: "Cannot create Dim with inconsistent min=1, max=1").
+        error = next((a.error for a in attempts[first:] if a.error is not None
+                      and explain_constraint_violation(a.error, spec)), None)
+        if attempts[first].error is None or error is None:
+            return found, name, oblivious
+        if found is not None and len(attempts) > first + 1:
+            kept, kept_name = self.attempt(spec, _DEFERRED, True, not fallback)
+            if kept is not None and _dynamic_dims(kept) > _dynamic_dims(found):
+                return kept, kept_name, not fallback
+            return found, name, oblivious
+        found, name = self.attempt(spec, _DEFERRED, True, not fallback)
+        return found, name, not fallback
+
+    def fail(self) -> None:
+        """Raise the error that says best why every attempt failed."""
+        attempts, spec = self.attempts, self.dynamic_shapes
+        lines = "\n".join(
+            f"  {a.strategy}: {type(a.error).__name__}: {_first_line(a.error)}" for a in attempts
+        )
+        explained = explain_constraint_violation(self.rejected, spec)
+        squeezed = [a.error for a in attempts if isinstance(a.error, CaptureError)]
+        if squeezed and not explained:
+            explained = (f"{squeezed[0]}; captured with sizes 1 as sizes, torch.export "
+                         f"cannot keep that dim dynamic: give an example of size 2 or more, "
+                         f"or make the dim static")
+        if explained:
+            raise CaptureError(
+                f"{explained}\ntorch.export tried {len(attempts)} strategies:\n{lines}",
+                attempts,
+            ) from attempts[0].error
+        _raise_unsupported_output(attempts, self.module, self.args, self.kwargs)
+        _raise_forward_error(attempts, self.model, self.module, self.args, self.kwargs, lines)
+        raise CaptureError(
+            f"torch.export could not capture the model; tried {len(attempts)} strategies:\n"
+            f"{lines}\n  fix: make the failing code traceable (see the first error above)",
+            attempts,
+        ) from attempts[0].error
 
 
 _DEFERRED = " (guards as run-time asserts)"
