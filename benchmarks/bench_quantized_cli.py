@@ -173,13 +173,13 @@ def builder_python() -> Path:
     return python
 
 
-def builder(ckpt: Path, out: Path) -> float:
+def builder(ckpt: Path, out: Path, precision: str = "int4") -> float:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     start = time.perf_counter()
     proc = subprocess.run([str(builder_python()), "-m", "onnxruntime_genai.models.builder", "-i",
-                           str(ckpt), "-o", str(out), "-p", "int4", "-e", "cpu", "-c",
-                           str(out.parent / "builder-cache")], capture_output=True, text=True,
-                          env=env)
+                           str(ckpt), "-o", str(out), "-p", precision, "-e", "cpu", "-c",
+                           str(out.parent / f"builder-cache-{precision}")], capture_output=True,
+                          text=True, env=env)
     if proc.returncode:
         raise RuntimeError(f"the builder failed:\n{proc.stderr[-3000:]}")
     return time.perf_counter() - start
@@ -241,8 +241,8 @@ def time_decode(paths: dict[str, Path], prompt: np.ndarray, new: int, warmup: in
                 repeat: int) -> dict[str, dict[str, Any]]:
     runners = {name: Runner(p) for name, p in paths.items()}
     names = list(runners)
-    res: dict[str, dict[str, Any]] = {n: {"prefill": [], "decode": [], "cpu": [], "tokens": None}
-                                      for n in names}
+    res: dict[str, dict[str, Any]] = {n: {"prefill": [], "decode": [], "cpu": [], "tokens": None,
+                                          "rounds": [], "rounds_cpu": []} for n in names}
     for r in range(warmup + repeat):
         for name in names[r % len(names):] + names[:r % len(names)]:
             tokens, first, rest, rest_cpu = runners[name].generate(prompt, new)
@@ -251,7 +251,15 @@ def time_decode(paths: dict[str, Path], prompt: np.ndarray, new: int, warmup: in
                 res[name]["prefill"].append(first)
                 res[name]["decode"].extend(rest)
                 res[name]["cpu"].extend(rest_cpu)
+                res[name]["rounds"].append(statistics.median(rest))
+                res[name]["rounds_cpu"].append(statistics.median(rest_cpu))
     return res
+
+
+def spread(res: dict[str, dict[str, Any]], name: str, anchor: str, key: str = "rounds") -> str:
+    """The range over rounds of the per-round median ratio `name` / `anchor` (same round)."""
+    ratios = [a / b for a, b in zip(res[name][key], res[anchor][key])]
+    return f"{min(ratios):.3f}-{max(ratios):.3f}"
 
 
 def genai_run(folders: dict[str, Path], prompt: np.ndarray, new: int, rounds: int,
@@ -277,7 +285,7 @@ def genai_run(folders: dict[str, Path], prompt: np.ndarray, new: int, rounds: in
     return json.loads((tmp / "genai-out.json").read_text())
 
 
-def int8_forms(rounds: int = 7) -> str:
+def int8_forms(rounds: int = 15) -> str:
     """The forms an 8-bit (and a 4-bit) RTN weight can take, timed on 8 chained MatMuls
     (512 x 1536, 1536 x 512) at M = 1 (a decode step) and M = 64 (a prefill): what
     `--quantize int8` writes under each target is chosen from this."""
@@ -332,28 +340,40 @@ def int8_forms(rounds: int = 7) -> str:
         "int4 blocked DequantizeLinear + MatMul (--quantize int4, default target)": variant(4),
         "int4 MatMulNBits accuracy 4 (--quantize int4 --target onnxruntime)":
             variant(4, then=FuseMatMulNBitsPass(bits=(4,), accuracy_level=4)),
+        "int4 MatMulNBits accuracy 0 (--accuracy-level 0)":
+            variant(4, then=FuseMatMulNBitsPass(bits=(4,), accuracy_level=0)),
+        "int4 MatMulNBits accuracy 1": variant(4, then=FuseMatMulNBitsPass(bits=(4,),
+                                                                          accuracy_level=1)),
+        "int4 block 128 MatMulNBits accuracy 4 (--block-size 128)":
+            variant(4, 128, then=FuseMatMulNBitsPass(bits=(4,), accuracy_level=4,
+                                                    block_size=128)),
+        "int4 block 128 MatMulNBits accuracy 0":
+            variant(4, 128, then=FuseMatMulNBitsPass(bits=(4,), accuracy_level=0,
+                                                    block_size=128)),
     }
-    times: dict[str, dict[int, list[float]]] = {f: {1: [], 64: []} for f in forms}
+    sizes = ((1, 20), (64, 5), (256, 2))
+    times: dict[str, dict[int, list[float]]] = {f: {m: [] for m, _ in sizes} for f in forms}
     with bench_lock():
         for r in range(rounds):
             for name, session in forms.items():
-                for m, reps in ((1, 20), (64, 5)):
+                for m, reps in sizes:
                     x = np.random.default_rng(r).standard_normal((m, k)).astype(np.float32)
                     session.run(None, {"x": x})
-                    start = time.perf_counter()
+                    start = time.thread_time()
                     for _ in range(reps):
                         session.run(None, {"x": x})
-                    times[name][m].append((time.perf_counter() - start) / reps)
+                    times[name][m].append((time.thread_time() - start) / reps)
     med = statistics.median
-    base = {m: med(times["float MatMul"][m]) for m in (1, 64)}
+    base = {m: med(times["float MatMul"][m]) for m, _ in sizes}
     lines = [f"Weight forms, {datetime.date.today()}: 8 chained MatMuls ({k} x {n}, {n} x {k}), "
-             f"ONNX Runtime {ort.__version__} CPU, 1 thread, median of {rounds} rounds "
-             f"(forms alternating)", "",
-             "| form | M=1 ms | vs float | M=64 ms | vs float |", "|---|---|---|---|---|"]
+             f"ONNX Runtime {ort.__version__} CPU, 1 thread, median CPU time of the calling "
+             f"thread over {rounds} rounds (forms alternating)", "",
+             "| form | " + " | ".join(f"M={m} ms | vs float" for m, _ in sizes) + " |",
+             "|---|" + "---|---|" * len(sizes)]
     for name in forms:
-        a, b = med(times[name][1]), med(times[name][64])
-        lines.append(f"| {name} | {a * 1e3:.3f} | {a / base[1]:.2f} | {b * 1e3:.3f} | "
-                     f"{b / base[64]:.2f} |")
+        lines.append(f"| {name} | " + " | ".join(
+            f"{med(times[name][m]) * 1e3:.3f} | {med(times[name][m]) / base[m]:.2f}"
+            for m, _ in sizes) + " |")
     return "\n".join(lines)
 
 
@@ -365,6 +385,7 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=33, help="generated tokens (1 prefill + decode)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--mix-repeat", type=int, default=15, help="Mixtral's timed rounds")
     parser.add_argument("--out", type=str, default=None)
     ns = parser.parse_args()
     if ns.int8_forms:
@@ -389,13 +410,15 @@ def main() -> None:
                                                       "--quantize", "int8"),
                    "onnxport float": cli(tmp / "llama", tmp / "op-float", "--target",
                                          "onnxruntime"),
-                   "onnxport float (onnx target)": cli(tmp / "llama", tmp / "op-float-onnx")}
+                   "onnxport float (onnx target)": cli(tmp / "llama", tmp / "op-float-onnx"),
+                   "builder fp32": builder(tmp / "llama", tmp / "builder-fp32", "fp32")}
         folders = {"onnxport int4": tmp / "op-int4", "builder int4": tmp / "builder-int4",
                    "onnxport int4 (onnx target)": tmp / "op-int4-onnx",
                    "onnxport int8": tmp / "op-int8",
                    "onnxport int8 (onnx target)": tmp / "op-int8-onnx",
                    "onnxport float": tmp / "op-float",
-                   "onnxport float (onnx target)": tmp / "op-float-onnx"}
+                   "onnxport float (onnx target)": tmp / "op-float-onnx",
+                   "builder fp32": tmp / "builder-fp32"}
         paths = {k: v / "model.onnx" for k, v in folders.items()}
         print("exported the Llama graphs", file=sys.stderr)
 
@@ -423,9 +446,13 @@ def main() -> None:
             mix_expected = mix.generate(prompt, attention_mask=torch.ones_like(prompt),
                                         do_sample=False, max_new_tokens=ns.new,
                                         eos_token_id=None, pad_token_id=0).numpy()
+        with torch.no_grad():
+            llama_expected = model.generate(prompt, attention_mask=torch.ones_like(prompt),
+                                            do_sample=False, max_new_tokens=ns.new,
+                                            eos_token_id=None, pad_token_id=0).numpy()
         with bench_lock():
             res = time_decode(paths, prompt.numpy(), ns.new, ns.warmup, ns.repeat)
-            mix_res = time_decode(mix_paths, prompt.numpy(), ns.new, ns.warmup, ns.repeat)
+            mix_res = time_decode(mix_paths, prompt.numpy(), ns.new, ns.warmup, ns.mix_repeat)
             genai = genai_run({"onnxport int4": folders["onnxport int4"],
                                "builder int4": folders["builder int4"]},
                               prompt.numpy(), ns.new, ns.repeat, tmp)
@@ -459,6 +486,26 @@ def main() -> None:
                      f"{p / anchor_pre:.3f} | {d * 1e3:.3f} | {d / anchor:.3f} | {c * 1e3:.3f} | "
                      f"{c / anchor_cpu:.3f} | {counts[name][0]} / {counts[name][1]} | "
                      f"{nbits[name] or '-'} |")
+    fp32 = med(res["builder fp32"]["decode"])
+    fp32_cpu = med(res["builder fp32"]["cpu"])
+    lines += ["", f"fp32 decode against the builder's `-p fp32 -e cpu` graph (same rounds; "
+              f"{ns.new - 1} decode steps a round; per-round range: the lowest and highest "
+              f"ratio of the rounds' medians; tokens: all {ns.new} greedy tokens against eager "
+              "`generate`):", "",
+              "| graph | decode ms/token | ratio to builder fp32 | per-round range | decode CPU "
+              "ms/token | CPU ratio | per-round CPU range | tokens = eager |",
+              "|---|---|---|---|---|---|---|---|"]
+    for name in ("onnxport float", "onnxport float (onnx target)", "builder fp32"):
+        r = res[name]
+        same = bool(np.array_equal(r["tokens"], llama_expected))
+        lines.append(f"| {name} | {med(r['decode']) * 1e3:.3f} | {med(r['decode']) / fp32:.3f} | "
+                     f"{spread(res, name, 'builder fp32')} | {med(r['cpu']) * 1e3:.3f} | "
+                     f"{med(r['cpu']) / fp32_cpu:.3f} | "
+                     f"{spread(res, name, 'builder fp32', 'rounds_cpu')} | "
+                     f"{'yes' if same else 'NO'} |")
+    lines += ["", f"int4 decode per-round range against the builder's int4: wall "
+              f"{spread(res, 'onnxport int4', 'builder int4')}, CPU "
+              f"{spread(res, 'onnxport int4', 'builder int4', 'rounds_cpu')}."]
     lines += ["", "Prefill logits (4 x 64 random tokens, empty cache) against float eager "
               "PyTorch (logits' std " f"{eager.std():.2f}):", "",
               "| graph | max abs error | ratio to builder | mean abs error | ratio to builder | "
@@ -487,10 +534,12 @@ def main() -> None:
     lines += ["", f"Mixtral (hidden {MIXTRAL['hidden_size']}, {MIXTRAL['num_hidden_layers']} "
               f"layers, {MIXTRAL['num_local_experts']} experts top {MIXTRAL['num_experts_per_tok']}"
               f", intermediate {MIXTRAL['intermediate_size']}, vocab {MIXTRAL['vocab_size']}), "
-              "same prompt and steps:", "",
+              "same prompt and steps, "
+              f"{ns.mix_repeat} rounds (+{ns.warmup} warm-up):", "",
               "| graph | export s | prefill ms | decode ms/token | ratio to standard | "
-              "decode CPU ms/token | CPU ratio | com.microsoft ops | tokens = eager |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "per-round range | decode CPU ms/token | CPU ratio | per-round CPU range | "
+              "com.microsoft ops | tokens = eager |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     mix_anchor_cpu = med(mix_res["mixtral standard"]["cpu"])
     mix_anchor = med(mix_res["mixtral standard"]["decode"])
     for name in mix_paths:
@@ -500,7 +549,9 @@ def main() -> None:
         same = bool(np.array_equal(r["tokens"], mix_expected))
         lines.append(f"| {name} | {seconds[name]:.1f} | {med(r['prefill']) * 1e3:.2f} | "
                      f"{med(r['decode']) * 1e3:.3f} | {med(r['decode']) / mix_anchor:.3f} | "
+                     f"{spread(mix_res, name, 'mixtral standard')} | "
                      f"{med(r['cpu']) * 1e3:.3f} | {med(r['cpu']) / mix_anchor_cpu:.3f} | "
+                     f"{spread(mix_res, name, 'mixtral standard', 'rounds_cpu')} | "
                      f"{contrib} | {'yes' if same else 'NO'} |")
     text = "\n".join(lines)
     print(text)
