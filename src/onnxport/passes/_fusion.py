@@ -7,12 +7,15 @@ finds a pattern whichever module or exporter wrote it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TypeVar
 
 import numpy as np
 import onnx_ir as ir
 
 from onnxport.translate.folding import constant_data
+
+M = TypeVar("M")
 
 FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE, ir.DataType.BFLOAT16)
 
@@ -340,6 +343,39 @@ def unit_scale(namer: Namer, anchor: ir.Node, x: ir.Value, k: int) -> ir.Value |
     if dims is None or x.dtype is None:
         return None
     return namer.constant(anchor, np.ones(dims, dtype=x.dtype.numpy()))
+
+
+def replace_with_norm(graph: ir.Graph, namer: Namer, nodes: Sequence[ir.Node], op_type: str,
+                      x: ir.Value, k: int, eps: float, scale: ir.Value | None,
+                      bias: ir.Value | None = None) -> bool:
+    """Replace the matched `nodes` (the last one's output is the result) by one `op_type`
+    normalization of `x` over its last `k` axes (LayerNormalization, RMSNormalization); a norm
+    without a weight gets a scale of ones. False (nothing changed) when that scale's dims are
+    not static."""
+    anchor = nodes[0]
+    if scale is None:
+        scale = unit_scale(namer, anchor, x, k)
+        if scale is None:
+            return False
+    node = make_node(namer, anchor, op_type, [x, scale, *([bias] if bias is not None else [])],
+                     {"axis": -k, "epsilon": float(eps)}, dtype=x.dtype)
+    replace(graph, nodes, [node], nodes[-1].outputs[0], node.outputs[0])
+    return True
+
+
+def rewrite_by_opset(model: ir.Model, op_types: Iterable[str], match: Callable[[ir.Node], M | None],
+                     since: int, standard: Callable[[ir.Graph, Namer, M], bool],
+                     below: Callable[[ir.Graph, Namer, M], bool]) -> bool:
+    """For each match of `match` at a standard node of `op_types`: `standard(graph, namer, m)`
+    (the fused ONNX op) when the model's opset is `since` or newer, else `below(...)` (the form
+    ONNX Runtime fuses itself). Whether anything changed."""
+    rewrite = standard if opset(model) >= since else below
+    modified = False
+    for graph, namer, node in standard_nodes(model, op_types):
+        m = match(node)
+        if m is not None:
+            modified |= rewrite(graph, namer, m)
+    return modified
 
 
 def insert_after_value(graph: ir.Graph, value: ir.Value, nodes: ir.Node | Sequence[ir.Node]) -> None:

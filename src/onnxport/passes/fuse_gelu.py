@@ -140,24 +140,20 @@ class FuseGeluPass(ir.passes.InPlacePass):
     """GELU decompositions -> Gelu (opset >= 20), or ORT's fusable erf form below."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        opset = f.opset(model)
-        modified = False
-        for graph, namer, node in f.standard_nodes(model, ("Erf", "Tanh")):
-            m = _match(node)
-            if m is None:
-                continue
-            if opset >= 20:
-                gelu = f.make_node(namer, m.nodes[0], "Gelu", [m.x],
-                                   {"approximate": m.approximate}, dtype=m.x.dtype)
-                f.replace(graph, m.nodes, [gelu], m.nodes[-1].outputs[0], gelu.outputs[0])
-                modified = True
-            elif m.approximate == "none" and not m.ort_form:
-                _to_ort_form(graph, namer, m)
-                modified = True
+        modified = f.rewrite_by_opset(model, ("Erf", "Tanh"), _match, 20, _to_gelu, _to_ort_form)
         return ir.passes.PassResult(model, modified)
 
 
-def _to_ort_form(graph: ir.Graph, namer: f.Namer, m: _Match) -> None:
+def _to_gelu(graph: ir.Graph, namer: f.Namer, m: _Match) -> bool:
+    gelu = f.make_node(namer, m.nodes[0], "Gelu", [m.x], {"approximate": m.approximate},
+                       dtype=m.x.dtype)
+    f.replace(graph, m.nodes, [gelu], m.nodes[-1].outputs[0], gelu.outputs[0])
+    return True
+
+
+def _to_ort_form(graph: ir.Graph, namer: f.Namer, m: _Match) -> bool:
+    if m.approximate != "none" or m.ort_form:
+        return False
     anchor, x, dtype = m.nodes[0], m.x, m.x.dtype
     assert dtype is not None
     np_dtype = dtype.numpy()
@@ -175,3 +171,4 @@ def _to_ort_form(graph: ir.Graph, namer: f.Namer, m: _Match) -> None:
 
     y = op("Mul", op("Mul", x, op("Add", op("Erf", op("Div", x, _SQRT2)), 1.0)), 0.5)
     f.replace(graph, m.nodes, new, m.nodes[-1].outputs[0], y)
+    return True

@@ -138,20 +138,6 @@ class FuseLayerNormPass(ir.passes.InPlacePass):
         for graph, namer, node in f.standard_nodes(model, ("Sub",)):
             m = _match(node)
             if m is not None:
-                modified |= _fuse(graph, namer, m)
+                modified |= f.replace_with_norm(graph, namer, m.nodes, "LayerNormalization",
+                                                m.x, m.k, m.eps, m.scale, m.bias)
         return ir.passes.PassResult(model, modified)
-
-
-def _fuse(graph: ir.Graph, namer: f.Namer, m: _Match) -> bool:
-    anchor = m.nodes[0]
-    assert m.x.dtype is not None
-    new: list[ir.Node] = []
-    scale = m.scale if m.scale is not None else f.unit_scale(namer, anchor, m.x, m.k)
-    if scale is None:
-        return False
-    inputs = [m.x, scale] + ([m.bias] if m.bias is not None else [])
-    node = f.make_node(namer, anchor, "LayerNormalization", inputs,
-                       {"axis": -m.k, "epsilon": float(m.eps)}, dtype=m.x.dtype)
-    new.append(node)
-    f.replace(graph, m.nodes, new, m.nodes[-1].outputs[0], node.outputs[0])
-    return True

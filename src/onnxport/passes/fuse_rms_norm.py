@@ -117,35 +117,19 @@ class FuseRMSNormPass(ir.passes.InPlacePass):
     """RMSNorm decompositions -> RMSNormalization (opset >= 23) or ORT's fusable form."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        opset = f.opset(model)
-        modified = False
-        for graph, namer, node in f.standard_nodes(model, ("ReduceMean", "ReduceSum")):
-            m = _match(node)
-            if m is None:
-                continue
-            if opset >= 23:
-                modified |= _to_rms_normalization(graph, namer, m)
-            elif not m.ort_form:
-                modified |= _to_ort_form(graph, namer, m)
+        modified = f.rewrite_by_opset(model, ("ReduceMean", "ReduceSum"), _match, 23,
+                                      _to_rms_normalization, _to_ort_form)
         return ir.passes.PassResult(model, modified)
 
 
 def _to_rms_normalization(graph: ir.Graph, namer: f.Namer, m: _Match) -> bool:
-    anchor = m.nodes[0]
-    assert m.x.dtype is not None
-    new: list[ir.Node] = []
-    scale = m.weight if m.weight is not None else f.unit_scale(namer, anchor, m.x, m.k)
-    if scale is None:
-        return False
-    node = f.make_node(namer, anchor, "RMSNormalization", [m.x, scale],
-                       {"axis": -m.k, "epsilon": float(m.eps)}, dtype=m.x.dtype)
-    new.append(node)
-    old = m.nodes[-1].outputs[0]
-    f.replace(graph, m.nodes, new, old, node.outputs[0])
-    return True
+    return f.replace_with_norm(graph, namer, m.nodes, "RMSNormalization", m.x, m.k, m.eps,
+                               m.weight)
 
 
 def _to_ort_form(graph: ir.Graph, namer: f.Namer, m: _Match) -> bool:
+    if m.ort_form:
+        return False
     anchor = m.nodes[0]
     dtype = m.x.dtype
     assert dtype is not None
