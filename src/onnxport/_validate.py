@@ -192,15 +192,7 @@ def check_export_arguments(
                         f"[axis, ...]}}, got {type(dynamic_axes).__name__}")
     _check_target(dynamo_only.get("target", "onnx"), dynamo_only.get("optimize", True))
     if not dynamo:
-        given = [k for k, default in _DYNAMO_ONLY.items()
-                 if k in dynamo_only and dynamo_only[k] not in (default, None)]
-        if "fallback" in given:
-            raise TypeError("fallback=True falls back to dynamo=False when dynamo=True fails; "
-                            "with dynamo=False there is nothing to fall back from")
-        if given:
-            # torch.onnx ignores them with dynamo=False; code written for it must keep working.
-            warnings.warn(f"{', '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} to "
-                          f"dynamo=True; ignored with dynamo=False", UserWarning, stacklevel=3)
+        _check_dynamo_only(dynamo_only)
     from onnxport.capture.dynamic_shapes import split_trailing_kwargs
 
     exportable = any(c.__name__ == "ExportableModule" for c in type(model).__mro__)
@@ -210,36 +202,7 @@ def check_export_arguments(
     if exportable and not flat_args and not flat_kwargs:
         return  # it supplies its own inputs and names; checked when they are resolved
     if inputs is not None:
-        count = _flat_inputs(model, flat_args, flat_kwargs, dynamic_shapes)
-        numbers = 0
-        weights = 0
-        if not dynamo:
-            # A scripted model takes the Python numbers given for its int / float / bool
-            # parameters as graph inputs too; tracing bakes them in (none for other models).
-            from onnxport.capture.torchscript import normalize_args, script_number_inputs
-
-            numbers = len(script_number_inputs(model, *normalize_args(flat_args, flat_kwargs)))
-        if not dynamo and isinstance(model, torch.nn.Module):
-            # The TorchScript flavour's input_names go on to name the weights (torch.onnx's
-            # AlexNet example names 16 of them).
-            weights = len(model.state_dict())
-        if count is not None and len(inputs) > count + numbers + weights:
-            count += numbers
-            what = (f"{count} graph input{'' if count == 1 else 's'} (one per tensor in args "
-                    "and kwargs" + (", and per int/float/bool argument of the scripted "
-                                    "model" if numbers else "") + ")"
-                    + (f" and {weights} weights" if weights else ""))
-            hint = ""
-            if not dynamo and not numbers and not isinstance(
-                    model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)) and any(
-                    isinstance(leaf, (int, float)) for leaf in pytree.tree_leaves(
-                        (flat_args, flat_kwargs or {}))):
-                hint = ("; torch.jit.trace bakes the Python numbers in args into the graph as "
-                        "constants (script the model, torch.jit.script, to make its int/float/"
-                        "bool arguments graph inputs)")
-            raise ValueError(f"input_names has {len(inputs)} names "
-                             f"({', '.join(map(repr, inputs))}), but the inputs given make "
-                             f"{what}: give at most {count + weights}{hint}")
+        _check_input_name_count(model, inputs, flat_args, flat_kwargs, dynamic_shapes, dynamo)
     if isinstance(model, torch.export.ExportedProgram):
         check_output_names(outputs, _program_outputs(model), "the ExportedProgram returns")
     elif not dynamo and dynamic_axes and not isinstance(
@@ -251,6 +214,55 @@ def check_export_arguments(
         if forward_signature(model) is not None:
             resolve_inputs(model, flat_args, flat_kwargs, dynamic_axes=dynamic_axes,
                            input_names=inputs, output_names=outputs)
+
+
+def _check_input_name_count(model: Any, inputs: list[str], flat_args: tuple[Any, ...],
+                            flat_kwargs: Any, dynamic_shapes: Any, dynamo: bool) -> None:
+    """No more input_names than the graph has inputs (with dynamo=False: also the scripted
+    model's number arguments and the weights, which its names go on to name)."""
+    count = _flat_inputs(model, flat_args, flat_kwargs, dynamic_shapes)
+    numbers = 0
+    weights = 0
+    if not dynamo:
+        # A scripted model takes the Python numbers given for its int / float / bool
+        # parameters as graph inputs too; tracing bakes them in (none for other models).
+        from onnxport.capture.torchscript import normalize_args, script_number_inputs
+
+        numbers = len(script_number_inputs(model, *normalize_args(flat_args, flat_kwargs)))
+    if not dynamo and isinstance(model, torch.nn.Module):
+        # The TorchScript flavour's input_names go on to name the weights (torch.onnx's
+        # AlexNet example names 16 of them).
+        weights = len(model.state_dict())
+    if count is not None and len(inputs) > count + numbers + weights:
+        count += numbers
+        what = (f"{count} graph input{'' if count == 1 else 's'} (one per tensor in args "
+                "and kwargs" + (", and per int/float/bool argument of the scripted "
+                                "model" if numbers else "") + ")"
+                + (f" and {weights} weights" if weights else ""))
+        hint = ""
+        if not dynamo and not numbers and not isinstance(
+                model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)) and any(
+                isinstance(leaf, (int, float)) for leaf in pytree.tree_leaves(
+                    (flat_args, flat_kwargs or {}))):
+            hint = ("; torch.jit.trace bakes the Python numbers in args into the graph as "
+                    "constants (script the model, torch.jit.script, to make its int/float/"
+                    "bool arguments graph inputs)")
+        raise ValueError(f"input_names has {len(inputs)} names "
+                         f"({', '.join(map(repr, inputs))}), but the inputs given make "
+                         f"{what}: give at most {count + weights}{hint}")
+
+
+def _check_dynamo_only(dynamo_only: dict[str, Any]) -> None:
+    """With dynamo=False: fallback is an error, the other dynamo-only options a warning."""
+    given = [k for k, default in _DYNAMO_ONLY.items()
+             if k in dynamo_only and dynamo_only[k] not in (default, None)]
+    if "fallback" in given:
+        raise TypeError("fallback=True falls back to dynamo=False when dynamo=True fails; "
+                        "with dynamo=False there is nothing to fall back from")
+    if given:
+        # torch.onnx ignores them with dynamo=False; code written for it must keep working.
+        warnings.warn(f"{', '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} to "
+                      f"dynamo=True; ignored with dynamo=False", UserWarning, stacklevel=4)
 
 
 def check_dynamo_export_arguments(model: Any, export_options: Any) -> None:
