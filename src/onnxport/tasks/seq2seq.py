@@ -18,6 +18,7 @@ is rebuilt as transformers' EncoderDecoderCache inside forward.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -110,21 +111,55 @@ class Decoder(torch.nn.Module):
 
 def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
                    seq: int) -> list[GraphSpec]:
-    config = model.config
-    speech = family == "speech-seq2seq"
-    vision = family == "vision-seq2seq"
-    fixed = speech or vision  # the encoder's length is fixed by the audio or image size
-    decoder_config = _decoder_config(config)
-    encoder_config = getattr(config, "encoder", None) or config
-    layers, heads, head_dim = _geometry(config)
-    dtype = float_dtype(model)
-    with_past = task.endswith("-with-past")
-    # feature-extraction-with-past: the base model's decoder states instead of logits
-    field = "last_hidden_state" if task.startswith("feature-extraction") else "logits"
-    enc_axes = {0: "batch_size", 1: "encoder_sequence_length"}
+    """Optimum's files of an encoder-decoder: encoder_model.onnx, decoder_model.onnx and,
+    for a task `-with-past`, decoder_with_past_model.onnx."""
+    layout = _Layout.of(model, family, task)
+    encoder = _encoder_spec(model, layout, task, batch, seq)
+    hidden, enc_length = _encoder_output(model, encoder)
+    if layout.speech:
+        enc_length = int(model.config.max_source_positions)  # the mel frames, halved
+    return [encoder, *_decoder_specs(model, layout, hidden, enc_length, batch, seq)]
 
-    # -- encoder
-    if vision:
+
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """What the three graphs of one encoder-decoder share."""
+
+    speech: bool  # a Whisper-like encoder of mel features
+    vision: bool  # an image encoder
+    decoder_config: Any
+    encoder_config: Any
+    layers: int
+    heads: int
+    head_dim: int
+    dtype: torch.dtype
+    with_past: bool
+    field: str  # the decoder's output: logits, or last_hidden_state (feature-extraction)
+
+    @property
+    def fixed(self) -> bool:
+        """The encoder's length is fixed by the audio or image size."""
+        return self.speech or self.vision
+
+    @classmethod
+    def of(cls, model: Any, family: str, task: str) -> _Layout:
+        config = model.config
+        layers, heads, head_dim = _geometry(config)
+        # feature-extraction-with-past: the base model's decoder states instead of logits
+        field = "last_hidden_state" if task.startswith("feature-extraction") else "logits"
+        return cls(family == "speech-seq2seq", family == "vision-seq2seq",
+                   _decoder_config(config), getattr(config, "encoder", None) or config,
+                   layers, heads, head_dim, float_dtype(model), task.endswith("-with-past"),
+                   field)
+
+
+_ENC_AXES = {0: "batch_size", 1: "encoder_sequence_length"}
+
+
+def _encoder_spec(model: Any, layout: _Layout, task: str, batch: int, seq: int) -> GraphSpec:
+    config, encoder_config, dtype = model.config, layout.encoder_config, layout.dtype
+    enc_axes = dict(_ENC_AXES)
+    if layout.vision:
         size = encoder_config.image_size
         height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
         channels = int(getattr(encoder_config, "num_channels", 3) or 3)
@@ -137,7 +172,7 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
                             ["pixel_values"],
                             ["last_hidden_state"], {"pixel_values": {0: "batch_size"}},
                             make_enc, [{"batch_size": batch}, {"batch_size": batch + 1}])
-    elif speech:
+    elif layout.speech:
         if not getattr(config, "num_mel_bins", None) or \
                 not getattr(config, "max_source_positions", None):
             from onnxport.tasks.errors import UnsupportedTaskError
@@ -168,11 +203,15 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
                             {"input_ids": enc_axes, "attention_mask": enc_axes}, make_enc,
                             [{"batch_size": batch, "encoder_sequence_length": seq},
                              {"batch_size": batch + 1, "encoder_sequence_length": seq + 5}])
-    hidden, enc_length = _encoder_output(model, encoder)
-    if speech:
-        enc_length = frames // 2
+    return encoder
 
-    # -- decoders
+
+def _decoder_specs(model: Any, layout: _Layout, hidden: int, enc_length: int, batch: int,
+                   seq: int) -> list[GraphSpec]:
+    """decoder_model.onnx, and decoder_with_past_model.onnx for a task `-with-past`."""
+    layers, heads, head_dim, dtype = layout.layers, layout.heads, layout.head_dim, layout.dtype
+    fixed, field, decoder_config = layout.fixed, layout.field, layout.decoder_config
+    enc_axes = dict(_ENC_AXES)
     def present_names(cross: bool) -> list[str]:
         names = []
         for i in range(layers):
@@ -213,7 +252,7 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
         "encoder_attention_mask": dict(enc_axes)}
     if fixed:
         dec_dims["encoder_hidden_states"] = {0: "batch_size"}
-    specs = [encoder]
+    specs: list[GraphSpec] = []
     first_shapes = [{"batch_size": batch, "decoder_sequence_length": seq - 3,
                      "encoder_sequence_length": seq},
                     {"batch_size": batch + 1, "decoder_sequence_length": seq - 1,
@@ -228,7 +267,7 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
                      lambda shape: make_dec(shape, False), first_shapes)
     spec.call = call_for(decoder, False, out_names)
     specs.append(spec)
-    if with_past:
+    if layout.with_past:
         decoder_p = Decoder(model, with_past=True, masked=not fixed, field=field)
         out_p = [field, *present_names(False)]
         names_p = [*base_inputs, *past_names]
@@ -248,6 +287,8 @@ def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
         spec_p.export = _past_export(spec_p, base_inputs, past_names)
         specs.append(spec_p)
     return specs
+
+
 
 
 def _encoder_output(model: Any, encoder: GraphSpec) -> tuple[int, int]:
