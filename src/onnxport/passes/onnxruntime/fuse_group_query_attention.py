@@ -924,7 +924,9 @@ class _State:
             assert mk.padding is not None
             total, positions = mk.total, mk.positions
             total_users = list(total.uses())
-            position_users = list(positions.uses())
+            # a Shape reads the query length alone, which the move keeps
+            position_users = [u for u in positions.uses()
+                              if not (u.node.op_type == "Shape" and not u.node.domain)]
             anchor = total_users[0].node if total_users else None
             if anchor is None:
                 continue
