@@ -1,7 +1,9 @@
 """No import circle in src/onnxport, lazy imports included.
 
 Every `import` and `from ... import` statement counts, at module level and inside functions
-(a lazy import is still a dependency, only a later one). Relative imports are resolved.
+(a lazy import is still a dependency, only a later one), and so do those under
+`if TYPE_CHECKING:` (a type is a dependency too: translate/ts_context.py shows the way round,
+a protocol below both sides). Relative imports are resolved.
 `from pkg import name` depends on the submodule `pkg.name` when there is one; otherwise on
 the module that really defines `name`: a package `__init__` that only re-exports a name from
 a submodule (`from pkg.sub import name`) is looked through, so a submodule reading its
