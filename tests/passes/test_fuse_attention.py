@@ -357,3 +357,21 @@ def test_masked_sdpa_keeps_the_zero_rows_guard() -> None:
     after = fuse(before, FuseAttentionPass())
     assert ops(after)["ReduceMax"] == 1
     assert_same(Wrap(SDPA()), args, before, after)
+
+
+@pytest.mark.parametrize("opset", [20, 23])
+def test_packed_heads_split_as_separate_projections(opset: int) -> None:
+    """timm's qkv -> reshape (B, N, 3, H, D) -> permute (2, 0, 3, 1, 4) -> unbind: a Split of
+    the projection into three head splits, no 5-D Transpose; at opset 23 one 3-D Attention."""
+    model = Wrap(PackedAttention())
+    args = (torch.randn(1, S, HID),)
+    before = unfused(model, args, opset=opset)
+    assert ops(before)["Squeeze"] == 3
+    after = fuse(before, FuseAttentionPass())
+    got = ops(after)
+    assert got["Squeeze"] == 0 and got["Split"] == 1
+    assert all(len(n.attributes["perm"].as_ints()) < 5 for n in nodes_of(after, "Transpose"))
+    if opset == 23:
+        node = nodes_of(after, "Attention")[0]
+        assert got["Attention"] == 1 and all(f.rank(v) == 3 for v in node.inputs[:3])
+    assert_same(model, args, before, after)

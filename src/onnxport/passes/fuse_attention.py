@@ -338,6 +338,9 @@ class FuseAttentionPass(ir.passes.InPlacePass):
         for graph in f.graphs(model):
             namer = f.Namer(graph)
             for node in list(graph):
+                if node.graph is graph and not node.domain and node.op_type == "Transpose":
+                    modified |= _split_packed_heads(graph, namer, node)
+            for node in list(graph):
                 if node.graph is graph and not node.domain and node.op_type == "Softmax":
                     modified |= _drop_unmasked_guard(graph, node)
             if opset >= 23:
@@ -363,6 +366,62 @@ class FuseAttentionPass(ir.passes.InPlacePass):
                             modified |= _grouped_heads(graph, namer, m, tiled)
             modified |= _merge_transposes(graph, namer)
         return ir.passes.PassResult(model, modified)
+
+
+_PACKED = [2, 0, 3, 1, 4]
+
+
+def _split_packed_heads(graph: ir.Graph, namer: f.Namer, node: ir.Node) -> bool:
+    """timm's packed q/k/v, `Reshape(x, [B, S, n, H, D])` -> Transpose [2, 0, 3, 1, 4] ->
+    Split along axis 0 into n -> Squeeze(0) each, becomes a Split of x along its last axis
+    into n head splits `Transpose(Reshape(x_i, [B, S, H, D]), [0, 2, 1, 3])`: the form of
+    separate projections, which the other rewrites (merged key transposes, 3-D Attention at
+    opset 23, HeadLayoutPass's folded Transposes) read. One copy of q/k/v a layer fewer
+    (the 5-D Transpose). timm's ViT-S/16 and DeiT-S/16 (benchmarks/bench_latency.py --vision)."""
+    view = f.producer(node.inputs[0], "Reshape")
+    packed = node.inputs[0]
+    x = view.inputs[0] if view is not None else None
+    if _perm(node) != _PACKED or x is None or packed is None or not _single(packed) or \
+            f.rank(packed) != 5 or x.shape is None or f.rank(x) is None:
+        return False
+    dims = f.static_dims(packed, range(5))
+    split = f.only_user(node.outputs[0], "Split")
+    if dims is None or min(dims) <= 0 or split is None or \
+            split.attributes.get("axis") is None or split.attributes["axis"].as_int() != 0 or \
+            len(split.outputs) != dims[2]:
+        return False
+    b, s, n, h, d = dims
+    last = x.shape[-1]
+    if not (isinstance(last, int) and last == n * h * d):
+        return False
+    squeezes = []
+    for out in split.outputs:
+        sq = f.only_user(out, "Squeeze")
+        axes = f.constant(sq.inputs[1]) if sq is not None and len(sq.inputs) > 1 else None
+        if sq is None or axes is None or [int(a) for a in axes.reshape(-1)] != [0] or \
+                sq.outputs[0].is_graph_output():
+            return False
+        squeezes.append(sq)
+    sizes = namer.constant(node, np.array([h * d] * n, dtype=np.int64))
+    chunks = ir.node("Split", [x, sizes], attributes={"axis": -1}, num_outputs=n,
+                     name=namer(node, "Split"), metadata_props=dict(node.metadata_props))
+    for i, out in enumerate(chunks.outputs):
+        out.name = f"{chunks.name.lstrip('/').replace('/', '_')}_out{i}"
+        out.dtype, out.shape = x.dtype, ir.Shape([*x.shape[:-1], h * d])
+    new: list[ir.Node] = [chunks]
+    heads = namer.constant(node, np.array([b, s, h, d], dtype=np.int64))
+    for chunk, sq in zip(chunks.outputs, squeezes):
+        reshape = f.make_node(namer, node, "Reshape", [chunk, heads], dtype=x.dtype,
+                              shape=ir.Shape([b, s, h, d]))
+        t = f.make_node(namer, node, "Transpose", [reshape.outputs[0]], {"perm": _HEADS},
+                        dtype=x.dtype, shape=ir.Shape([b, h, s, d]))
+        new += [reshape, t]
+        ir.convenience.replace_all_uses_with(sq.outputs[0], t.outputs[0])
+    graph.insert_before(view, new)
+    _remove(graph, [view, node, split, *squeezes])
+    for sq, t in zip(squeezes, new[2::2]):       # q, k, v keep their names (the unbind's)
+        t.outputs[0].name = sq.outputs[0].name
+    return True
 
 
 def _drop_unmasked_guard(graph: ir.Graph, softmax: ir.Node) -> bool:
