@@ -210,6 +210,13 @@ def _avg_pool(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[in
     compute = _gathered_dtype(self) if exact else _compute_dtype(self, "AveragePool")
     x, unbatched = _add_batch(g, self, n)
     x = cast(g, x, compute)
+    sizes = [self.shape[rank(self) - n + i] for i in range(n)] if self.shape is not None else []
+    if ceil_mode and len(sizes) == n and all(isinstance(v, int) for v in sizes) and all(
+            _pool_out_size(v, k, s, p, True) == _pool_out_size(v, k, s, p, False)
+            for v, k, s, p in zip(sizes, kernel, strides, pads)):
+        # Ceil mode adds no window at these sizes (timm's avg-down shortcut, 2x2 stride 2 on
+        # even sizes): the windows, and so the divisors, are floor mode's.
+        ceil_mode = False
     if not ceil_mode and divisor_override is None and not exact:
         # Without ceil mode every window lies in the padded input, where ONNX's divisor
         # (kernel size, or the valid count without count_include_pad) equals torch's.
@@ -218,7 +225,6 @@ def _avg_pool(g: GraphBuilder, self: Tensor, kernel: list[int], strides: list[in
         return cast(g, _drop_batch(g, y, unbatched), dtype)
     # Otherwise: window sums (an average over zero-padded input times the kernel size, with
     # the ceil-mode overhang padded too) divided by torch's own divisor.
-    sizes = [self.shape[rank(self) - n + i] for i in range(n)] if self.shape is not None else []
     if len(sizes) != n or not all(isinstance(v, int) for v in sizes):
         y = _dynamic_avg_pool(g, x, kernel, strides, pads, ceil_mode, count_include_pad,
                               divisor_override, n, compute)
