@@ -276,8 +276,9 @@ def _field(out: Any, name: str) -> Any:
 
 
 def _wrapper(model: torch.nn.Module, names: list[str], fields: list[str],
-             fixed: dict[str, Any]) -> torch.nn.Module:
-    return named_inputs(_Forward(model, names, fields, fixed), names).eval()
+             fixed: dict[str, Any], called: list[str] | None = None) -> torch.nn.Module:
+    """The graph's module: inputs `names`, passed to the model as `called` (default: names)."""
+    return named_inputs(_Forward(model, called or names, fields, fixed), names).eval()
 
 
 def _params(model: torch.nn.Module) -> set[str]:
@@ -295,7 +296,7 @@ def derived_graphs(model: Any, task: str, batch: int, seq: int) -> list[Any]:
         names, dims, make, shapes = _text_image_inputs(model, batch, seq)
     elif task == "feature-extraction" and "decoder_input_ids" in params:
         names, dims, make, shapes = _seq2seq_inputs(model, main, batch, seq)
-    elif main == "input_ids":
+    elif main == "input_ids" or _perceiver_text(model, main):
         names, dims, make, shapes = _text_inputs(model, params, task, batch, seq)
     elif main == "pixel_values":
         names, dims, make, shapes = _vision_inputs(model, batch)
@@ -315,8 +316,16 @@ def derived_graphs(model: Any, task: str, batch: int, seq: int) -> list[Any]:
     fields = (list(named.values()) if named else
               _FIELDS.get(task) or _MAPPING_FIELDS[found[0] if found else ""])
     outputs = list(named) if named else fields
-    return [GraphSpec("model.onnx", _wrapper(model, names, fields, fixed), names, outputs,
-                      dims, make, shapes)]
+    # Perceiver reads its token ids as `inputs`; the graph names them input_ids (optimum's)
+    called = ["inputs" if n == "input_ids" else n for n in names] if main == "inputs" else names
+    return [GraphSpec("model.onnx", _wrapper(model, names, fields, fixed, called), names,
+                      outputs, dims, make, shapes)]
+
+
+def _perceiver_text(model: Any, main: str) -> bool:
+    """Whether `model` reads token ids as its main input `inputs` (Perceiver's text models)."""
+    preprocessor = getattr(getattr(model, "perceiver", None), "input_preprocessor", None)
+    return main == "inputs" and type(preprocessor).__name__ == "PerceiverTextPreprocessor"
 
 
 def _text_inputs(model: Any, params: set[str], task: str, batch: int, seq: int) -> Any:
