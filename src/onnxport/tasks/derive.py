@@ -300,6 +300,8 @@ def derived_graphs(model: Any, task: str, batch: int, seq: int) -> list[Any]:
         names, dims, make, shapes = _text_inputs(model, params, task, batch, seq)
     elif main == "pixel_values":
         names, dims, make, shapes = _vision_inputs(model, batch)
+        if "noise" in params:
+            names, dims, make = _with_noise(model, names, dims, make)
     elif main in ("input_values", "input_features"):
         names, dims, make, shapes = _audio_inputs(model, main, batch)
     elif main == "past_values":
@@ -468,6 +470,23 @@ def _vision_inputs(model: Any, batch: int) -> Any:
 
     return (["pixel_values"], {"pixel_values": {0: "batch_size"}}, make,
             [{"batch_size": batch}, {"batch_size": batch + 1}])
+
+
+def _with_noise(model: Any, names: list[str], dims: Any, make: Any) -> Any:
+    """ViTMAE's random masking reads `noise` [batch_size, num_patches] (it draws torch.rand
+    when none is given, and eager and the graph then mask other patches): an input here."""
+    config = model.config
+    size, patch = config.image_size, config.patch_size
+    size, patch = ((size, size) if isinstance(size, int) else size,
+                   (patch, patch) if isinstance(patch, int) else patch)
+    patches = (size[0] // patch[0]) * (size[1] // patch[1])
+
+    def make_with_noise(shape: dict[str, int]) -> dict[str, torch.Tensor]:
+        feeds = make(shape)
+        feeds["noise"] = torch.rand(shape["batch_size"], patches)
+        return feeds
+
+    return [*names, "noise"], {**dims, "noise": {0: "batch_size"}}, make_with_noise
 
 
 def _series_inputs(model: Any, batch: int) -> Any:
