@@ -494,6 +494,13 @@ def aten_all(g: GraphBuilder, self: Tensor) -> Tensor:
     return _all(g, self, None, False)
 
 
+@register(aten._is_all_true.default)
+def aten__is_all_true(g: GraphBuilder, self: Tensor) -> Tensor:
+    """_is_all_true(Tensor self) -> Tensor"""
+    # (a bool tensor's all(); torch._check on a tensor condition, D-FINE's attention)
+    return _all(g, self, None, False)
+
+
 @register(aten.all.dim)
 def aten_all_dim(g: GraphBuilder, self: Tensor, dim: int, keepdim: bool = False) -> Tensor:
     """all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor"""

@@ -13,12 +13,13 @@ The patches, a module per library (each module's docstring says what its patches
 * `torchvision_detection`: torchvision's detection models;
 * `torchvision_models`: torchvision's classification and video models;
 * `timm`: timm's models;
-* `transformers`: transformers' models;
+* `transformers`: transformers' models; `transformers_detr`: its DETR-style detectors;
 * `diffusers`: diffusers' models.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ from onnxport.capture.library_patches import timm as _timm
 from onnxport.capture.library_patches import torchvision_detection as _torchvision_detection
 from onnxport.capture.library_patches import torchvision_models as _torchvision_models
 from onnxport.capture.library_patches import transformers as _transformers
+from onnxport.capture.library_patches import transformers_detr as _transformers_detr
 # (tests reach these through the package)
 from onnxport.capture.library_patches.torchvision_detection import (  # noqa: F401
     _batched_nms, _heatmaps_to_keypoints, _paste_masks_in_image)
@@ -38,7 +40,7 @@ from onnxport.capture.library_patches.torchvision_detection import (  # noqa: F4
 _PATCHES: dict[str, dict[tuple[str, str], Callable[..., Any]]] = {
     "torchvision": {**_torchvision_detection.PATCHES, **_torchvision_models.PATCHES},
     "timm": {**_timm.PATCHES},
-    "transformers": {**_transformers.PATCHES},
+    "transformers": {**_transformers.PATCHES, **_transformers_detr.PATCHES},
     "diffusers": {**_diffusers.PATCHES},
 }
 
@@ -65,6 +67,7 @@ def library_patches(size_names: dict[str, str] | None = None) -> Iterator[None]:
     """Within this context, the patches of the libraries the process has imported apply;
     `size_names` receives the names they give data-dependent sizes (expression -> name)."""
     saved: list[tuple[Any, str, Any]] = []
+    absent = object()  # a builtin a module's global shadows (`len`): deleted again on exit
     outer_names = state.size_names
     state.size_names = size_names if size_names is not None else {}
     outermost = not state.ORIGINALS
@@ -74,16 +77,23 @@ def library_patches(size_names: dict[str, str] | None = None) -> Iterator[None]:
                 continue
             for (module_name, attribute), replacement in patches.items():
                 module = _resolve(module_name)
-                if module is not None and hasattr(module, attribute):
-                    saved.append((module, attribute, getattr(module, attribute)))
+                builtin = isinstance(module, type(sys)) and hasattr(builtins, attribute)
+                if module is not None and (hasattr(module, attribute) or builtin):
+                    current = vars(module).get(attribute, absent) if builtin else getattr(
+                        module, attribute)
+                    saved.append((module, attribute, current))
                     # (nested: the outer context's original, not its replacement)
-                    state.ORIGINALS.setdefault((module_name, attribute),
-                                               getattr(module, attribute))
+                    state.ORIGINALS.setdefault(
+                        (module_name, attribute),
+                        getattr(builtins, attribute) if current is absent else current)
                     setattr(module, attribute, replacement)
         yield
     finally:
         for module, attribute, original in reversed(saved):
-            setattr(module, attribute, original)
+            if original is absent:
+                delattr(module, attribute)
+            else:
+                setattr(module, attribute, original)
         if outermost:
             state.ORIGINALS.clear()
             state.EXAMPLE_SIZES.clear()
