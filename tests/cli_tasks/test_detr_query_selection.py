@@ -84,3 +84,17 @@ def test_eager_with_onnx_ties_keeps_onnx_runtime_candidates() -> None:
     distinct = torch.tensor([[0.5, 0.9, 0.4, 0.3, 0.1]])
     _, none = eager_with_onnx_ties(lambda feeds: _TopK()(*feeds), (distinct, boxes[:1]))
     assert none == []
+
+
+def test_len_patch_applies_during_capture_only() -> None:
+    from transformers.models.rt_detr import modeling_rt_detr
+
+    from onnxport.capture.library_patches import library_patches
+
+    assert "len" not in vars(modeling_rt_detr)
+    with library_patches():
+        assert modeling_rt_detr.len(torch.zeros(3, 2)) == 3
+        assert modeling_rt_detr.len([1, 2]) == 2
+        with pytest.raises(TypeError):
+            modeling_rt_detr.len(torch.tensor(1.0))
+    assert "len" not in vars(modeling_rt_detr)  # deleted on exit: Python's len again
