@@ -1,13 +1,14 @@
 """Mixture-of-experts with latent attention and fewer key/value heads than heads (issue 42).
 
-DeepSeek-V2/V3 (and GLM-4-MoE-Lite, LongCat-Flash, MiniCPM3, ...: the same attention) expand their latent keys and values to every
-query head, yet set `num_key_value_groups` from `num_key_value_heads`. Eager runs them on
-unpadded inputs (transformers drops the all-ones mask and SDPA's `enable_gqa` takes the repeat
-from the tensors); capture keeps the mask, transformers repeats the keys itself, and the heads
-no longer matched (2x the query's). The capture-only patch in capture/library_patches/
-transformers.py takes the repeat from the tensors. Each family exported with a dynamic batch
-and sequence, run in ONNX Runtime at two sizes against eager (two families, for time: the
-others with this attention passed the same check by hand, see docs/models.md). The MoE families whose keys are
+DeepSeek-V2/V3 (and GLM-4-MoE-Lite, LongCat-Flash, MiniCPM3, ...: the same attention) expand
+their latent keys and values to every query head, yet set `num_key_value_groups` from
+`num_key_value_heads`. Eager runs them on unpadded inputs (transformers drops the all-ones mask
+and SDPA's `enable_gqa` takes the repeat from the tensors); capture keeps the mask,
+transformers repeats the keys itself, and the heads no longer matched (2x the query's). The
+capture-only patch in capture/library_patches/transformers.py takes the repeat from the
+tensors. Each family exported with a dynamic batch and sequence, run in ONNX Runtime at two
+sizes against eager (two families, for time: the others with this attention passed the same
+check by hand, see docs/models.md). The MoE families whose keys are
 grouped as their config says (mixtral, qwen2_moe, qwen3_moe, olmoe, granitemoe, phimoe,
 gpt_oss) are tested with 2 key/value heads of 4 in tests/models/test_moe.py.
 """
