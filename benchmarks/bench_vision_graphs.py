@@ -25,6 +25,7 @@ its ViT's zero-initialized head is drawn again, N(0, 0.02), so the logits check 
     python benchmarks/bench_vision_graphs.py --histograms          # op counts that differ
     python benchmarks/bench_vision_graphs.py --profile             # ORT profiler, ms per op type
     python benchmarks/bench_vision_graphs.py --fold-bn             # + onnxport with FoldBatchNormPass
+    python benchmarks/bench_vision_graphs.py --random-bn           # BatchNorm stats drawn, not initial
     python benchmarks/bench_vision_graphs.py --suite-counts [--sources timm torchvision] [--only NAME..]
         # node counts (file and after ORT) of tests/vision/models.py cases, static, both exporters
 
@@ -87,7 +88,23 @@ def _vision() -> None:
         raise SystemExit("no torchvision release for this torch")
 
 
-def build(key: str) -> torch.nn.Module:
+def build(key: str, random_bn: bool = False) -> torch.nn.Module:
+    model = _build(key)
+    if random_bn:
+        # Initialized BatchNorms (mean 0, var 1, weight 1, bias 0) fold into Convs with zero
+        # biases, which torch.onnx's optimizer drops and ORT then skips; a trained model has none.
+        g = torch.Generator().manual_seed(2)
+        with torch.no_grad():
+            for m in model.modules():
+                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
+                    for t, lo, hi in ((m.running_mean, -0.1, 0.1), (m.running_var, 0.5, 1.5),
+                                      (m.weight, 0.5, 1.5), (m.bias, -0.1, 0.1)):
+                        if t is not None:
+                            t.copy_(torch.empty(t.shape).uniform_(lo, hi, generator=g))
+    return model
+
+
+def _build(key: str) -> torch.nn.Module:
     source, name = MODELS[key]
     torch.manual_seed(0)
     if source == "timm":
@@ -207,7 +224,7 @@ def _profile(path: str, feed: dict[str, np.ndarray], tmp: str, runs: int) -> dic
 
 
 def bench_model(key: str, args: argparse.Namespace, tmp: str) -> list[Graph]:
-    model = build(key)
+    model = build(key, args.random_bn)
     x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expected = model(x).numpy()
@@ -373,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true",
                         help="ORT profiler: ms per run by op type, both graphs")
     parser.add_argument("--profile-runs", type=int, default=10)
+    parser.add_argument("--random-bn", action="store_true",
+                        help="draw BatchNorm statistics and affine weights (as trained models have "
+                        "them) instead of their initial values, which give zero Conv biases")
     parser.add_argument("--fold-bn", action="store_true",
                         help="also onnxport's graph after the opt-in FoldBatchNormPass")
     parser.add_argument("--suite-counts", action="store_true",
@@ -402,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.suite_counts:
         header += (f" Median of {args.rounds} rounds after {args.warmup} warm-up rounds, both "
                    f"graphs in each round, rotating which runs first; batch 1, 224 px, "
-                   f"random weights.")
+                   f"random weights" + (", BatchNorm statistics drawn (--random-bn)."
+                                        if args.random_bn else "."))
     report = header + "\n\n" + body + "\n"
     print(report)
     if args.out:
