@@ -100,6 +100,9 @@ def _assert_fused(program: onnxport.ONNXProgram, layers: int, rotary: bool = Tru
                                                  for v in n.inputs)
                    for n in program.model.graph)       # no cache Concat left
     assert program.model.opset_imports[CONTRIB_DOMAIN] == 1
+    # once-per-step work: the query length comes from its Range limit, so the query positions
+    # are no longer computed; the one Range left is the cos/sin caches' Range(0, T)
+    assert counts["Range"] == (1 if rotary else 0)
     for node in program.model.graph:
         if node.op_type == "GroupQueryAttention":
             assert node.domain == CONTRIB_DOMAIN

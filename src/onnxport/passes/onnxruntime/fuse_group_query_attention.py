@@ -108,6 +108,7 @@ class _Mask:
     keys: ir.Value                   # Range(0, T, 1): the key positions, (T,) int64
     total: ir.Value                  # T, the scalar Range limit (int64)
     rest: list[ir.Value]             # the And factors other than the causal one
+    length: ir.Value                 # S, the scalar limit of the query positions' Range
     padding: ir.Value | None = None  # attention_mask (B, >= T) when `rest` is its padding gather
 
 
@@ -159,26 +160,28 @@ def _dim_source(value: ir.Value | None) -> tuple[ir.Value, int] | None:
     return shape.inputs[0], k[0] + r if k[0] < 0 else k[0]
 
 
-def _query_positions(value: ir.Value | None, seq: object, past: ir.Value) -> bool:
-    """`value` = Range(0, S, 1) + P with S the query length and P the length of a cache."""
+def _query_positions(value: ir.Value | None, seq: object, past: ir.Value) -> ir.Value | None:
+    """`value` = Range(0, S, 1) + P with S the query length and P the length of a cache: S,
+    the Range's scalar limit."""
     add = f.producer(value, "Add")
     if add is None:
-        return False
+        return None
     for a, b in ((0, 1), (1, 0)):
         rng = _unit_range(add.inputs[a])
         src = _dim_source(add.inputs[b])
         if rng is None or src is None or not f.same_dim(_dim(rng.outputs[0], 0), seq):
             continue
         x, k = src
-        if f.rank(x) == 4 and k == 2 and f.same_dim(_dim(x, 2), _dim(past, 2)):
-            return True
-    return False
+        if f.rank(x) == 4 and k == 2 and f.same_dim(_dim(x, 2), _dim(past, 2)) and \
+                rng.inputs[1] is not None and f.rank(rng.inputs[1]) == 0:
+            return rng.inputs[1]
+    return None
 
 
 def _causal(value: ir.Value, seq: object, total: object, past: ir.Value
-            ) -> tuple[ir.Value, ir.Value, ir.Value] | None:
+            ) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value] | None:
     """`value` = LessOrEqual(kv, q) | GreaterOrEqual(q, kv): (query positions, key positions,
-    T)."""
+    T, S)."""
     node = f.producer(value, "LessOrEqual", "GreaterOrEqual")
     if node is None:
         return None
@@ -191,10 +194,13 @@ def _causal(value: ir.Value, seq: object, total: object, past: ir.Value
     keys, positions = _strip_unsqueeze(kv4), _strip_unsqueeze(q4)
     rng = _unit_range(keys)
     if rng is None or positions is None or not f.same_dim(_dim(keys, 0), total) or \
-            not _query_positions(positions, seq, past) or rng.inputs[1] is None:
+            rng.inputs[1] is None:
+        return None
+    length = _query_positions(positions, seq, past)
+    if length is None:
         return None
     assert keys is not None
-    return positions, keys, rng.inputs[1]
+    return positions, keys, rng.inputs[1], length
 
 
 def _factors(value: ir.Value) -> list[ir.Value]:
@@ -223,9 +229,10 @@ def _mask(m: ir.Value, seq: object, total: object, past: ir.Value) -> _Mask | No
             rest.append(factor)
     if causal is None:
         return None
-    out = _Mask(m, *causal, rest)
+    positions, keys, limit, length = causal
+    out = _Mask(m, positions, keys, limit, rest, length)
     if len(rest) == 1:
-        out.padding = _padding(rest[0], causal[1])
+        out.padding = _padding(rest[0], keys)
     return out
 
 
@@ -874,6 +881,7 @@ class _State:
         self.namer = namer
         self.at: ir.Node | None = None           # new nodes go before this layer's anchor
         self.lengths: dict[int, tuple[ir.Value, ir.Value, ir.Value]] = {}
+        self.dims: dict[int, tuple[ir.Value, ir.Value]] = {}
         self.masks: dict[int, _Mask] = {}        # per total T, a mask whose T retime() bounds
         self.bias: dict[int, ir.Value | None] = {}
         self.caches: dict[tuple[int, bool], ir.Value] = {}
@@ -889,6 +897,22 @@ class _State:
     def _const(self, anchor: ir.Node, data: np.ndarray) -> ir.Value:
         return self.namer.constant(anchor, data)
 
+    def _dims(self, anchor: ir.Node, mk: _Mask, batch_of: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(B, S) as int64 (1,) tensors, for mask `mk`: B by shape, S from the query positions'
+        Range limit (so that nothing computes the positions for their shape)."""
+        key = id(mk.total)
+        if key not in self.dims:
+            i64 = ir.DataType.INT64
+            batch = self._add(anchor, "Shape", [batch_of], {"start": 0, "end": 1}, i64,
+                              ir.Shape([1]))
+            length = mk.length
+            if length.dtype != i64:
+                length = self._add(anchor, "Cast", [length], {"to": i64.value}, i64, ir.Shape([]))
+            one = self._const(anchor, np.array([1], dtype=np.int64))
+            seq = self._add(anchor, "Reshape", [length, one], dtype=i64, shape=ir.Shape([1]))
+            self.dims[key] = (batch, seq)
+        return self.dims[key]
+
     def _lengths(self, anchor: ir.Node, mk: _Mask, batch_of: ir.Value
                  ) -> tuple[ir.Value, ir.Value, ir.Value]:
         """(seqlens_k, total_sequence_length, query_seqlens) as int32, for mask `mk`."""
@@ -897,14 +921,11 @@ class _State:
             if mk.padding is not None and mk.padding.is_graph_input():
                 self.masks[key] = mk
             i32 = ir.DataType.INT32
+            batch, seq = self._dims(anchor, mk, batch_of)
             total = self._add(anchor, "Cast", [mk.total], {"to": i32.value}, i32, ir.Shape([]))
             one = self._const(anchor, np.array(1, dtype=np.int32))
             last = self._add(anchor, "Sub", [total, one], dtype=i32, shape=ir.Shape([]))
-            batch = self._add(anchor, "Shape", [batch_of], {"start": 0, "end": 1},
-                              ir.DataType.INT64, ir.Shape([1]))
             seqlens = self._add(anchor, "Expand", [last, batch], dtype=i32, shape=ir.Shape([None]))
-            seq = self._add(anchor, "Shape", [mk.positions], {"start": 0, "end": 1},
-                            ir.DataType.INT64, ir.Shape([1]))
             seq32 = self._add(anchor, "Cast", [seq], {"to": i32.value}, i32, ir.Shape([1]))
             qlens = self._add(anchor, "Expand", [seq32, batch], dtype=i32, shape=ir.Shape([None]))
             self.lengths[key] = (seqlens, total, qlens)
@@ -964,11 +985,12 @@ class _State:
             self.bias[key] = None
             return None
         i64 = ir.DataType.INT64
+        one = self._const(anchor, np.array([1], dtype=np.int64))
+        total = self._add(anchor, "Reshape", [mk.total, one], dtype=i64, shape=ir.Shape([1]))
         if mk.padding is not None:      # attention_mask[:, :T] as (B, 1, 1, T)
             zero = self._const(anchor, np.array([0], dtype=np.int64))
-            one = self._const(anchor, np.array([1], dtype=np.int64))
-            end = self._add(anchor, "Reshape", [mk.total, one], dtype=i64, shape=ir.Shape([1]))
-            cols = self._add(anchor, "Slice", [mk.padding, zero, end, one], dtype=mk.padding.dtype)
+            cols = self._add(anchor, "Slice", [mk.padding, zero, total, one],
+                             dtype=mk.padding.dtype)
             cond = cols if cols.dtype == ir.DataType.BOOL else self._add(
                 anchor, "Cast", [cols], {"to": ir.DataType.BOOL.value}, ir.DataType.BOOL)
             axes = self._const(anchor, np.array([1, 2], dtype=np.int64))
@@ -980,11 +1002,7 @@ class _State:
         zero_f = self._const(anchor, np.array(0, dtype=np_dtype))
         bias = self._add(anchor, "Where", [cond, zero_f, fill], dtype=dtype)
         # GQA takes exactly (B, 1, S, T)
-        batch = self._add(anchor, "Shape", [batch_of], {"start": 0, "end": 1}, i64, ir.Shape([1]))
-        seq = self._add(anchor, "Shape", [mk.positions], {"start": 0, "end": 1}, i64,
-                        ir.Shape([1]))
-        one = self._const(anchor, np.array([1], dtype=np.int64))
-        total = self._add(anchor, "Reshape", [mk.total, one], dtype=i64, shape=ir.Shape([1]))
+        batch, seq = self._dims(anchor, mk, batch_of)
         shape = self._add(anchor, "Concat", [batch, one, seq, total], {"axis": 0}, i64,
                           ir.Shape([4]))
         out = self._add(anchor, "Expand", [bias, shape], dtype=dtype)
