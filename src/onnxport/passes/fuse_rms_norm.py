@@ -33,6 +33,14 @@ class _Match:
     ort_form: bool            # already Pow -> ReduceMean -> Add -> Sqrt -> Div
 
 
+def _times(x: ir.Value, factor: ir.Value) -> ir.Node | None:
+    """The only user of `factor` when it is a Mul of `factor` by `x`, else None."""
+    mul = f.only_user(factor, "Mul")
+    if mul is None or f.other_input(mul, factor) is not x:
+        return None
+    return mul
+
+
 def _match(reduce: ir.Node) -> _Match | None:
     x_sq = reduce.inputs[0]
     sq = f.square_of(x_sq)
@@ -72,31 +80,22 @@ def _match(reduce: ir.Node) -> _Match | None:
     if root.op_type == "Pow":                      # x * (ms + eps) ** -0.5
         if root.inputs[0] is not var_eps or not f.is_scalar(root.inputs[1], -0.5, 0):
             return None
-        norm = f.only_user(root.outputs[0], "Mul")
-        if norm is None or f.other_input(norm, root.outputs[0]) is not x:
-            return None
+        norm = _times(x, root.outputs[0])
     else:
         nxt = f.only_user(root.outputs[0], "Reciprocal", "Div")
         if nxt is None:
             return None
-        if nxt.op_type == "Div" and nxt.inputs[1] is root.outputs[0]:
-            if nxt.inputs[0] is x:                 # x / sqrt(ms + eps)
-                norm = nxt
-                ort_form = sq_node.op_type == "Pow" and reduce.op_type == "ReduceMean"
-            elif f.is_scalar(nxt.inputs[0], 1.0, 0):  # x * (1 / sqrt(ms + eps))
-                nodes.append(nxt)
-                norm = f.only_user(nxt.outputs[0], "Mul")
-                if norm is None or f.other_input(norm, nxt.outputs[0]) is not x:
-                    return None
-            else:
-                return None
-        elif nxt.op_type == "Reciprocal":          # x * reciprocal(sqrt(ms + eps))
-            nodes.append(nxt)
-            norm = f.only_user(nxt.outputs[0], "Mul")
-            if norm is None or f.other_input(norm, nxt.outputs[0]) is not x:
-                return None
+        div = nxt.op_type == "Div" and nxt.inputs[1] is root.outputs[0]
+        if div and nxt.inputs[0] is x:             # x / sqrt(ms + eps)
+            norm = nxt
+            ort_form = sq_node.op_type == "Pow" and reduce.op_type == "ReduceMean"
+        elif nxt.op_type == "Reciprocal" or (div and f.is_scalar(nxt.inputs[0], 1.0, 0)):
+            nodes.append(nxt)                      # x * reciprocal(sqrt(ms + eps)) or 1 / sqrt(.)
+            norm = _times(x, nxt.outputs[0])
         else:
             return None
+    if norm is None:
+        return None
     nodes.append(norm)
     normalized = norm.outputs[0]
     if not f.internal(nodes, normalized):
