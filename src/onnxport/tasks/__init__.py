@@ -12,23 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from onnxport.tasks.errors import (
-    CheckpointError,
-    OutputDirError,
-    TaskError,
-    TaskExportError,
-    UnknownTaskError,
-    UnsupportedDtypeError,
-    UnsupportedTaskError,
-    ValidationError,
-    WeightsError,
-)
+from onnxport.tasks import errors as _errors
+from onnxport.tasks.errors import *  # noqa: F403  (the error classes, errors.__all__)
 from onnxport.tasks.registry import SUPPORTED, TASKS, detect_task, resolve_task, tasks_for
 
 
+# export_checkpoint imports torch: only when used, so that `onnxport --help` does not.
+_LAZY = ("ExportResult", "export_checkpoint")
+
+
 def __getattr__(name: str) -> Any:
-    # export_checkpoint imports torch: only when used, so that `onnxport --help` does not.
-    if name in ("ExportResult", "export_checkpoint"):
+    if name in _LAZY:
         from onnxport.tasks import export
 
         value = getattr(export, name)
@@ -38,20 +32,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    *_errors.__all__,
+    *_LAZY,
     "SUPPORTED",
     "TASKS",
-    "CheckpointError",
-    "ExportResult",
-    "OutputDirError",
-    "TaskError",
-    "TaskExportError",
-    "UnknownTaskError",
-    "UnsupportedDtypeError",
-    "UnsupportedTaskError",
-    "ValidationError",
-    "WeightsError",
     "detect_task",
-    "export_checkpoint",
     "resolve_task",
     "tasks_for",
 ]
