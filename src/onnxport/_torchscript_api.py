@@ -111,16 +111,14 @@ def export_torchscript(
                                          if n in dim_names})
         if verbose:
             print(captured.graph)
-        opset = max(target_opset, LIBRARY_OPSET)
         with run.stage("translate"):
-            onnx_model = translate_script(
-                captured, registry, opset, input_names=input_names, output_names=output_names,
-                operator_export_type=operator_export_type, dim_names=dim_names,
-                custom_opsets=dict(custom_opsets or {}), symbolic_opset=target_opset,
+            onnx_model = _translate(
+                captured, registry, target_opset, input_names=input_names,
+                output_names=output_names, operator_export_type=operator_export_type,
+                dim_names=dim_names, custom_opsets=custom_opsets,
                 autograd_inlining=autograd_inlining)
-        logger.info("translated: %d nodes", len(onnx_model.graph))
         with run.stage("passes"):
-            onnx_model = _run_passes(onnx_model, opset, target_opset,
+            onnx_model = _run_passes(onnx_model, max(target_opset, LIBRARY_OPSET), target_opset,
                                      fold=do_constant_folding and training != TrainingMode.TRAINING)
             if export_modules_as_functions:
                 modules_as_functions(onnx_model, model, export_modules_as_functions)
@@ -157,14 +155,26 @@ def translate_captured(
     fold: bool = True,
 ) -> Any:
     """A captured TorchScript graph -> an onnx_ir Model at `target_opset` (passes run)."""
-    opset = max(target_opset, LIBRARY_OPSET)
-    onnx_model = translate_script(
-        captured, registry, opset, input_names=input_names, output_names=output_names,
+    onnx_model = _translate(
+        captured, registry, target_opset, input_names=input_names, output_names=output_names,
         operator_export_type=operator_export_type, dim_names=dim_names,
-        custom_opsets=dict(custom_opsets or {}), symbolic_opset=target_opset,
-        autograd_inlining=autograd_inlining)
+        custom_opsets=custom_opsets, autograd_inlining=autograd_inlining)
+    return _run_passes(onnx_model, max(target_opset, LIBRARY_OPSET), target_opset, fold=fold)
+
+
+def _translate(captured: Any, registry: Registry, target_opset: int, *,
+               input_names: Sequence[str] | None, output_names: Sequence[str] | None,
+               operator_export_type: OperatorExportTypes,
+               dim_names: dict[str, dict[int, str]] | None,
+               custom_opsets: Mapping[str, int] | None, autograd_inlining: bool) -> Any:
+    """translate_script at the library's opset (at least), symbolic functions at `target_opset`."""
+    onnx_model = translate_script(
+        captured, registry, max(target_opset, LIBRARY_OPSET), input_names=input_names,
+        output_names=output_names, operator_export_type=operator_export_type,
+        dim_names=dim_names, custom_opsets=dict(custom_opsets or {}),
+        symbolic_opset=target_opset, autograd_inlining=autograd_inlining)
     logger.info("translated: %d nodes", len(onnx_model.graph))
-    return _run_passes(onnx_model, opset, target_opset, fold=fold)
+    return onnx_model
 
 
 def _run_passes(onnx_model: Any, opset: int, target_opset: int, *, fold: bool) -> Any:
