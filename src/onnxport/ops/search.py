@@ -45,6 +45,12 @@ def _key_dtype(g: GraphBuilder, x: Tensor) -> ir.DataType:
     return dtype
 
 
+def _keyed(g: GraphBuilder, x: Tensor) -> tuple[ir.DataType, Tensor]:
+    """The dtype `x` is compared in, and `x` cast to it."""
+    work = _key_dtype(g, x)
+    return work, cast(g, x, work)
+
+
 def _axis_len(g: GraphBuilder, x: Tensor, axis: int) -> Any:
     return dim_size(g, x, axis)
 
@@ -159,8 +165,7 @@ def _cum_extreme(g: GraphBuilder, self: Tensor, dim: int, is_max: bool) -> tuple
     r = rank(self)
     axis = normalize_dim(dim, r)
     # ReduceMax/Min kernels: float, double, int32, int64 (float16 and small types widened).
-    work = _key_dtype(g, self)
-    x = cast(g, self, work)
+    work, x = _keyed(g, self)
     n = _axis_len(g, self, axis)
     upto, steps = _upto_mask(g, n, axis, r)
     xj = g.op("Unsqueeze", x, g.const([axis], _I64))            # dims: ..., 1(i), n(j), ...
@@ -330,8 +335,7 @@ def aten_mode(g: GraphBuilder, self: Tensor, dim: int = -1,
         return self, g.const(0, _I64)
     r = rank(self)
     axis = normalize_dim(dim, r)
-    work = _key_dtype(g, self)
-    x = cast(g, self, work)
+    work, x = _keyed(g, self)
     # counts[i] = how many j have x[j] == x[i], from an (i, j) comparison next to `axis`.
     xi = g.op("Unsqueeze", x, g.const([axis + 1], _I64))
     xj = g.op("Unsqueeze", x, g.const([axis], _I64))
