@@ -109,28 +109,18 @@ def _shift(g: GraphBuilder, self: Any, other: Any, left: bool) -> Tensor:
 
 
 @register(aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
-          aten.__lshift__.Tensor, aten.__lshift__.Scalar, prims.shift_left.default)
-def aten_bitwise_left_shift(g: GraphBuilder, self: Tensor, other: Any) -> Tensor:
+          aten.bitwise_left_shift.Scalar_Tensor, aten.__lshift__.Tensor, aten.__lshift__.Scalar,
+          prims.shift_left.default)
+def aten_bitwise_left_shift(g: GraphBuilder, self: Any, other: Any) -> Tensor:
     """bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor"""
     return _shift(g, self, other, left=True)
 
 
-@register(aten.bitwise_left_shift.Scalar_Tensor)
-def aten_bitwise_left_shift_scalar_tensor(g: GraphBuilder, self: Any, other: Tensor) -> Tensor:
-    """bitwise_left_shift.Scalar_Tensor(Scalar self, Tensor other) -> Tensor"""
-    return _shift(g, self, other, left=True)
-
-
 @register(aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar,
-          aten.__rshift__.Tensor, aten.__rshift__.Scalar, prims.shift_right_arithmetic.default)
-def aten_bitwise_right_shift(g: GraphBuilder, self: Tensor, other: Any) -> Tensor:
+          aten.bitwise_right_shift.Scalar_Tensor, aten.__rshift__.Tensor, aten.__rshift__.Scalar,
+          prims.shift_right_arithmetic.default)
+def aten_bitwise_right_shift(g: GraphBuilder, self: Any, other: Any) -> Tensor:
     """bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor"""
-    return _shift(g, self, other, left=False)
-
-
-@register(aten.bitwise_right_shift.Scalar_Tensor)
-def aten_bitwise_right_shift_scalar_tensor(g: GraphBuilder, self: Any, other: Tensor) -> Tensor:
-    """bitwise_right_shift.Scalar_Tensor(Scalar self, Tensor other) -> Tensor"""
     return _shift(g, self, other, left=False)
 
 
