@@ -145,6 +145,23 @@ def test_decoder_with_cache(family: str, opset: int, position_ids: bool) -> None
         _generate_equals_transformers(model, program)
 
 
+def test_constant_rotary_tables() -> None:
+    """max_positions=N: GQA's cos/sin caches are constant (N, D/2) tables computed at export,
+    nothing computes them per step, and the decode still equals eager (left-padded batch)."""
+    model = _model("llama")
+    program = llm.export_decoder_with_cache(model, opset_version=23)
+    assert FuseGroupQueryAttentionPass(max_positions=128)(program.model).modified
+    counts = ops(program)
+    assert counts["GroupQueryAttention"] == 2
+    assert counts["Cos"] == counts["Sin"] == counts["Range"] == 0
+    for node in program.model.graph:
+        if node.op_type == "GroupQueryAttention":
+            for cache in node.inputs[7:9]:
+                assert cache.producer().op_type == "Constant"
+                assert cache.const_value.numpy().shape == (128, 8)
+    _decode_equals_eager(model, program)
+
+
 def _generate_equals_transformers(model: Any, program: onnxport.ONNXProgram) -> None:
     """Tokens of `llm.greedy_generate` (ORT, fused) equal transformers' generate()."""
     torch.manual_seed(2)

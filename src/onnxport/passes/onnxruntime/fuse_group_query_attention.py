@@ -40,8 +40,12 @@ function (Unsqueeze, Cast, elementwise ops with constants that do not vary along
 Concat, Cos, Sin) of the same query positions q = Range(0, S, 1) + P that the causal mask
 uses, GQA rotates (do_rotary=1, rotary_interleaved). Its cos_cache / sin_cache (T, D/2) are
 that same function of Range(0, T, 1), computed once per run in the graph (no table size to
-pick, the model's own formula and scaling), halved as RotaryEmbedding takes them. Rotations
-with other positions (a position_ids input) stay in the graph, before GQA.
+pick, the model's own formula and scaling), halved as RotaryEmbedding takes them. With
+`max_positions=N` they are instead that function evaluated once, at export, over 0..N-1 (in
+numpy, in the graph's dtypes): constant (N, D/2) tables as the GenAI builder writes, no
+per-step work; ORT then refuses a step whose total length exceeds N ("cos_cache dimension 0
+shall not be less than total_sequence_length"), so N must be the model's context length.
+Rotations with other positions (a position_ids input) stay in the graph, before GQA.
 
 Shared KV buffer: when the padding is the graph's `attention_mask` input, T becomes
 T' = Min(len(attention_mask), T) for every reader of T, and the query positions P + i become
@@ -801,6 +805,47 @@ def _halves(nodes: list[ir.Node]) -> set[int]:
     return halved
 
 
+_NUMPY = {"Cos": np.cos, "Sin": np.sin, "Neg": np.negative, "Identity": lambda x: x,
+          "Mul": np.multiply, "Add": np.add, "Sub": np.subtract}
+
+
+def _table(c: ir.Value, nodes: list[ir.Node], positions: ir.Value, n: int, interleaved: bool
+           ) -> np.ndarray | None:
+    """c's function of the positions (`nodes`, in graph order) evaluated at 0..n-1 in numpy, in
+    the graph's dtypes: the (n, D/2) cache; None when a node is one it does not evaluate."""
+    values: dict[int, np.ndarray] = {id(positions): np.arange(n, dtype=positions.dtype.numpy())}
+    for node in nodes:
+        args = [values.get(id(x)) if x is not None and id(x) in values else f.constant(x)
+                for x in node.inputs]
+        if any(a is None for a in args):
+            return None
+        op = node.op_type
+        if op in _NUMPY:
+            out = _NUMPY[op](*args)
+        elif op == "Div" and all(a.dtype.kind == "f" for a in args):  # type: ignore[union-attr]
+            out = np.divide(*args)
+        elif op == "Cast":
+            out = args[0].astype(ir.DataType(_attr_int(node, "to", 0)).numpy())  # type: ignore[union-attr]
+        elif op == "Unsqueeze":
+            out = args[0]
+            rank = out.ndim + args[1].size  # type: ignore[union-attr]
+            for axis in sorted(int(a) % rank for a in args[1].reshape(-1)):  # type: ignore[union-attr]
+                out = np.expand_dims(out, axis)
+        elif op == "Concat":
+            out = np.concatenate(args, axis=_attr_int(node, "axis", 0))  # type: ignore[arg-type]
+        else:
+            return None
+        dtype = node.outputs[0].dtype
+        out = np.asarray(out)
+        values[id(node.outputs[0])] = out if dtype is None else out.astype(dtype.numpy())
+    full = values.get(id(c))
+    if full is None or full.ndim != 3 or full.shape[:2] != (1, n):
+        return None
+    d = full.shape[2]
+    half = full[0, :, ::2] if interleaved else full[0, :, : d // 2]
+    return np.ascontiguousarray(half.reshape(n, d // 2))
+
+
 # ---------------------------------------------------------------------------------------------
 # The pass
 
@@ -809,15 +854,17 @@ class FuseGroupQueryAttentionPass(ir.passes.InPlacePass):
     """Decoder attention over a key/value cache with a causal (+ padding) mask ->
     com.microsoft.GroupQueryAttention, rotary inside where its positions are the cache's."""
 
-    def __init__(self, rotary: bool = True, pack_qkv: bool = True) -> None:
+    def __init__(self, rotary: bool = True, pack_qkv: bool = True,
+                 max_positions: int | None = None) -> None:
         super().__init__()
         self.rotary = rotary
         self.pack_qkv = pack_qkv
+        self.max_positions = max_positions
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph      # cache inputs and outputs are the main graph's
         opset = f.opset(model)
-        state = _State(graph, f.Namer(graph))
+        state = _State(graph, f.Namer(graph), self.max_positions)
         modified = False
         for node in list(graph):
             if node.graph is not graph or node.domain:
@@ -876,9 +923,11 @@ class _State:
     """What the layers of one graph share: seqlens_k, total_sequence_length, query_seqlens,
     attention_bias per mask, cos/sin caches per rotary source."""
 
-    def __init__(self, graph: ir.Graph, namer: f.Namer) -> None:
+    def __init__(self, graph: ir.Graph, namer: f.Namer, max_positions: int | None = None
+                 ) -> None:
         self.graph = graph
         self.namer = namer
+        self.max_positions = max_positions
         self.at: ir.Node | None = None           # new nodes go before this layer's anchor
         self.lengths: dict[int, tuple[ir.Value, ir.Value, ir.Value]] = {}
         self.dims: dict[int, tuple[ir.Value, ir.Value]] = {}
@@ -1019,6 +1068,11 @@ class _State:
             return self.caches[key]
         order = {id(n): i for i, n in enumerate(self.graph)}
         nodes = sorted(chain, key=lambda n: order[id(n)])
+        if self.max_positions:
+            table = _table(c, nodes, mk.positions, self.max_positions, interleaved)
+            if table is not None:
+                self.caches[key] = self._const(anchor, table)
+                return self.caches[key]
         halved = set() if interleaved else _halves(nodes)
         mapping: dict[int, ir.Value] = {id(mk.positions): mk.keys}
         for node in nodes:
