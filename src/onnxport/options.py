@@ -66,13 +66,19 @@ class OnnxRuntimeTarget(str):
             re-blocks (per-channel and per-tensor weights; weights quantized in PyTorch keep
             their groups): a power of two >= 16, 32 by default (the builder's). It is also the
             block of K over which accuracy level 4 quantizes the activations.
+        max_positions: The longest sequence the decoder will see (its context length). Given,
+            GroupQueryAttention's cos/sin caches are constant tables of that many rows, computed
+            at export as the GenAI builder's are, instead of per decode step; ONNX Runtime then
+            refuses longer sequences. None (the default): the caches are computed per step, any
+            length runs. The checkpoint CLI sets it to the config's `max_position_embeddings`.
     """
 
     int4_accuracy_level: int
     int4_block_size: int
+    max_positions: int | None
 
-    def __new__(cls, *, int4_accuracy_level: int = 4, int4_block_size: int = 32
-                ) -> OnnxRuntimeTarget:
+    def __new__(cls, *, int4_accuracy_level: int = 4, int4_block_size: int = 32,
+                max_positions: int | None = None) -> OnnxRuntimeTarget:
         if int4_accuracy_level not in (0, 1, 2, 3, 4):
             raise ValueError(f"OnnxRuntimeTarget: int4_accuracy_level must be 0, 1, 2, 3 or 4, "
                              f"got {int4_accuracy_level!r}")
@@ -80,18 +86,25 @@ class OnnxRuntimeTarget(str):
                 or int4_block_size & (int4_block_size - 1):
             raise ValueError(f"OnnxRuntimeTarget: int4_block_size must be a power of two >= 16, "
                              f"got {int4_block_size!r}")
+        if max_positions is not None and (not isinstance(max_positions, int) or max_positions < 1):
+            raise ValueError(f"OnnxRuntimeTarget: max_positions must be a positive int or None, "
+                             f"got {max_positions!r}")
         self = super().__new__(cls, "onnxruntime")
         self.int4_accuracy_level = int4_accuracy_level
         self.int4_block_size = int4_block_size
+        self.max_positions = max_positions
         return self
 
     def __repr__(self) -> str:
         return (f"OnnxRuntimeTarget(int4_accuracy_level={self.int4_accuracy_level}, "
-                f"int4_block_size={self.int4_block_size})")
+                f"int4_block_size={self.int4_block_size}, max_positions={self.max_positions})")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_onnxruntime_target, (self.int4_accuracy_level, self.int4_block_size))
+        return (_onnxruntime_target,
+                (self.int4_accuracy_level, self.int4_block_size, self.max_positions))
 
 
-def _onnxruntime_target(level: int, block: int) -> OnnxRuntimeTarget:
-    return OnnxRuntimeTarget(int4_accuracy_level=level, int4_block_size=block)
+def _onnxruntime_target(level: int, block: int, positions: int | None = None
+                        ) -> OnnxRuntimeTarget:
+    return OnnxRuntimeTarget(int4_accuracy_level=level, int4_block_size=block,
+                             max_positions=positions)

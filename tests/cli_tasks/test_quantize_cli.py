@@ -240,3 +240,41 @@ def test_option_errors(args: list[str], message: str, checkpoints: Any, tmp_path
     assert status == 2, err
     assert message in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_ort_target_gets_the_context_length() -> None:
+    """The checkpoint road hands the config's max_position_embeddings to the ORT target (GQA's
+    cos/sin caches become constant tables); an explicit max_positions and the default target
+    are kept."""
+    from types import SimpleNamespace
+
+    from onnxport.options import OnnxRuntimeTarget
+    from onnxport.tasks.export import _with_context_length
+
+    model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=4096))
+    got = _with_context_length("onnxruntime", model)
+    assert isinstance(got, OnnxRuntimeTarget) and got.max_positions == 4096
+    level0 = _with_context_length(OnnxRuntimeTarget(int4_accuracy_level=0), model)
+    assert level0.int4_accuracy_level == 0 and level0.max_positions == 4096
+    explicit = OnnxRuntimeTarget(max_positions=64)
+    assert _with_context_length(explicit, model) is explicit
+    assert _with_context_length("onnx", model) == "onnx"
+
+
+def test_ort_target_constant_rotary_tables(tmp_path: Path) -> None:
+    """A head size GQA rotates itself (a multiple of 16): the exported decoder holds its cos/sin
+    caches as constant tables (no Cos/Sin/Range left) and still validates against eager."""
+    import transformers
+
+    from onnxport.tasks.export import export_checkpoint
+
+    config = transformers.LlamaConfig(vocab_size=100, hidden_size=128, intermediate_size=256,
+                                      num_hidden_layers=2, num_attention_heads=2,
+                                      num_key_value_heads=1, max_position_embeddings=256)
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(config).eval().save_pretrained(tmp_path / "ck")
+    result = export_checkpoint(tmp_path / "ck", tmp_path / "out", target="onnxruntime")
+    assert result.rows and all(row.ok for row in result.rows)
+    proto = onnx.load(str(tmp_path / "out" / "model.onnx"))
+    ops = collections.Counter(n.op_type for n in proto.graph.node)
+    assert ops["GroupQueryAttention"] == 2 and ops["Cos"] == ops["Sin"] == ops["Range"] == 0, ops

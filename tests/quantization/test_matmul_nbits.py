@@ -157,7 +157,14 @@ def test_onnxruntime_target_options() -> None:
     assert t == "onnxruntime" and t.int4_accuracy_level == 0 and t.int4_block_size == 64
     import pickle
     assert repr(pickle.loads(pickle.dumps(t))) == repr(t)
-    for bad in ({"int4_accuracy_level": 5}, {"int4_block_size": 24}, {"int4_block_size": 8}):
+    p = OnnxRuntimeTarget(max_positions=256)
+    assert repr(pickle.loads(pickle.dumps(p))) == repr(p) and p.max_positions == 256
+    # the context length reaches GroupQueryAttention's pass (constant cos/sin tables)
+    from onnxport.passes.onnxruntime import onnxruntime_passes
+    gqa = onnxruntime_passes(p)[0]
+    assert type(gqa).__name__ == "FuseGroupQueryAttentionPass" and gqa.max_positions == 256
+    for bad in ({"int4_accuracy_level": 5}, {"int4_block_size": 24}, {"int4_block_size": 8},
+                {"max_positions": 0}, {"max_positions": 1.5}):
         with pytest.raises(ValueError, match="OnnxRuntimeTarget"):
             OnnxRuntimeTarget(**bad)
     # per-channel weights are re-blocked with int4_block_size

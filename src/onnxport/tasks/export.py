@@ -365,7 +365,7 @@ def _export_graph(plan: _Plan, model: torch.nn.Module, spec: GraphSpec, staging:
     kwargs: dict[str, Any] = {"opset_version": plan.opset, "optimize": plan.optimize,
                               "report": plan.report, "artifacts_dir": str(staging)}
     if plan.target != "onnx":
-        kwargs["target"] = plan.target
+        kwargs["target"] = _with_context_length(plan.target, model)
     with torch.no_grad(), _without_fake_tensor_cache():
         try:
             program = spec.export_program(dynamic=plan.dynamic, **kwargs)
@@ -470,6 +470,25 @@ def _validate(plan: _Plan, model: torch.nn.Module, specs: list[GraphSpec], stagi
         checked.rows += validate_graph(spec, staging / spec.filename, atol=tol, shapes=shapes)
     seconds["validate"] = time.perf_counter() - t0
     return checked
+
+
+def _with_context_length(target: str, model: torch.nn.Module) -> str:
+    """The ONNX Runtime target given the model's context length (`max_position_embeddings`), so
+    GroupQueryAttention's cos/sin caches are constant tables as in the GenAI builder's graphs
+    (decode 1.058x -> 1.023x the builder per token in onnxruntime-genai, run 06g of
+    benchmarks/bench_quantized_cli.py); genai_config's max_length is the same length."""
+    from onnxport.options import OnnxRuntimeTarget
+
+    config = getattr(model, "config", None)
+    if hasattr(config, "get_text_config"):
+        config = config.get_text_config()   # a multimodal model's language model
+    n = getattr(config, "max_position_embeddings", None)
+    if target != "onnxruntime" or not isinstance(n, int) or n < 1 \
+            or getattr(target, "max_positions", None) is not None:
+        return target
+    return OnnxRuntimeTarget(int4_accuracy_level=getattr(target, "int4_accuracy_level", 4),
+                             int4_block_size=getattr(target, "int4_block_size", 32),
+                             max_positions=n)
 
 
 def _parse_target(target: str, accuracy_level: int | None) -> str:

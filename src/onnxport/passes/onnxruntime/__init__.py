@@ -37,7 +37,7 @@ def onnxruntime_passes(options: OnnxRuntimeTarget | None = None) -> list[ir.pass
     # MoE: a mixture-of-experts layer (router logits, two grouped expert products and the
     # routing glue between them) whose semantics ORT's kernel has, checked by running the glue.
     options = options or OnnxRuntimeTarget()
-    return [FuseGroupQueryAttentionPass(),
+    return [FuseGroupQueryAttentionPass(max_positions=options.max_positions),
             FuseMoEPass(),
             FuseFakeQuantPass(exact=False),  # also x * (1/s) activations: one step at a tie
             FuseSkipNormPass(max_elements=512, layer_norm=False, decode_rows=True),
