@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -89,8 +90,9 @@ def import_graph() -> dict[str, dict[str, int]]:
     return {module: _imports(module) for module in _modules()}
 
 
-def find_cycles(graph: dict[str, dict[str, int]]) -> list[set[str]]:
-    """The strongly connected components of more than one module (Tarjan)."""
+def find_cycles(graph: Mapping[str, Iterable[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan); `graph` maps each
+    module to those it imports (tests/test_faults.py's import graph uses it too)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -101,7 +103,7 @@ def find_cycles(graph: dict[str, dict[str, int]]) -> list[set[str]]:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in graph[v]:
+        for w in graph.get(v, ()):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
