@@ -60,6 +60,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import onnxport  # noqa: E402
+from benchmarks.bench_latency import _count as count  # noqa: E402  (nodes, subgraphs included)
 
 # key -> (source, constructor name)
 MODELS = {
@@ -156,20 +157,6 @@ def export(exporter: str, model: torch.nn.Module, args: tuple[Any, ...], path: s
         assert program is not None
         program.save(path)
     return seconds
-
-
-def count(model: onnx.ModelProto, constants: bool = True) -> int:
-    """Nodes of the graph, its subgraphs and functions (Constant nodes only if `constants`)."""
-    def walk(g: onnx.GraphProto) -> int:
-        n = 0
-        for node in g.node:
-            n += constants or node.op_type != "Constant"
-            for a in node.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    n += walk(a.g)
-                n += sum(walk(s) for s in a.graphs)
-        return n
-    return walk(model.graph) + sum(len(f.node) for f in model.functions)
 
 
 def histogram(model: onnx.ModelProto) -> collections.Counter[str]:

@@ -103,17 +103,7 @@ def test_aten_grouped_mm_batched() -> None:
 
 @pytest.mark.parametrize("family", list(moe.FAMILIES))
 def test_family_dynamic_batch_and_sequence(family: str) -> None:
-    model = moe.build(family)
-    program = onnxport.export(model, (), kwargs=moe.inputs(2, 8), dynamic_shapes=moe.DYNAMIC,
-                              dynamo=True)
-    assert program is not None
-    names = [[str(d) for d in v.shape] for v in program.model.graph.inputs]
-    assert names == [["batch", "sequence"], ["batch", "sequence"]]
-    for batch, sequence in [(2, 8), (3, 5)]:
-        inputs = moe.inputs(batch, sequence)
-        with torch.no_grad():
-            expected = model(**inputs).logits
-        torch.testing.assert_close(_ort(program, **inputs), expected, rtol=RTOL, atol=ATOL)
+    moe.check_dynamic_batch_and_sequence(moe.build(family))
 
 
 @pytest.mark.parametrize("family", ["mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3"])

@@ -311,3 +311,10 @@ def test_renorm_float16_converts_element_type() -> None:
     # prims.convert_element_type.
     x = torch.randn(3, 4, 5, dtype=torch.float16)
     check(lambda a: torch.renorm(a, 2, 1, 1.5), x)
+
+
+@pytest.mark.parametrize("values", [[True, True, True], [True, False, True], []])
+def test_is_all_true(values: list[bool]) -> None:
+    """aten._is_all_true (torch._check on a tensor condition): all() of a bool tensor, empty
+    tensors true, as ATen."""
+    check(torch.ops.aten._is_all_true, torch.tensor(values, dtype=torch.bool))

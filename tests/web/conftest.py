@@ -86,23 +86,32 @@ def web_folders(tmp_path_factory: pytest.TempPathFactory) -> Path:
             return root
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
-        procs = {}
-        for name in KINDS:
-            checkpoint = save_web_checkpoint(name, root / "checkpoints" / name)
-            procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "onnxport.cli", "export", "--model", str(checkpoint),
-                 str(root / name), "--layout", "transformers.js", "--dtypes", ",".join(DTYPES)]
-                # the CLI's own per-dtype validation once (T5: both decoder branches); all
-                # four are compared with eager through transformers.js by the tests
-                + ([] if name == "t5" else ["--no-validate"]),
-                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for name, proc in procs.items():
-            out, err = proc.communicate(timeout=600)
-            assert proc.returncode == 0, f"export of {name} failed:\n{out[-3000:]}\n{err[-3000:]}"
-            if name == "t5":
-                assert "validated: every dtype's file" in out, out
+        checkpoints = {name: save_web_checkpoint(name, root / "checkpoints" / name)
+                       for name in KINDS}
+        # the CLI's own per-dtype validation once (T5: both decoder branches); all four are
+        # compared with eager through transformers.js by the tests
+        export_side_by_side(checkpoints, root, DTYPES, validated="t5")
         stamp.write_text("ok")
     return root
+
+
+def export_side_by_side(checkpoints: dict[str, Path], root: Path, dtypes: list[str],
+                        validated: str) -> None:
+    """`onnxport export --layout transformers.js` of each checkpoint into <root>/<name>, the
+    exports running at once; only `validated` runs the CLI's validation (the tests compare
+    every folder with eager through transformers.js)."""
+    procs = {}
+    for name, checkpoint in checkpoints.items():
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "onnxport.cli", "export", "--model", str(checkpoint),
+             str(root / name), "--layout", "transformers.js", "--dtypes", ",".join(dtypes),
+             "--overwrite"] + ([] if name == validated else ["--no-validate"]),
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, f"export of {name} failed:\n{out[-3000:]}\n{err[-3000:]}"
+        if name == validated:
+            assert "validated: every dtype's file" in out, out
 
 
 @pytest.fixture(scope="session")

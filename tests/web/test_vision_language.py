@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ import pytest
 import torch
 
 from tests.processes import file_lock
-from tests.web.conftest import REPO, TRANSFORMERS_NODE
+from tests.web.conftest import TRANSFORMERS_NODE, export_side_by_side
 
 DTYPES = ["fp32", "q8", "q4"]
 NEW_TOKENS = 6
@@ -60,22 +59,11 @@ def vl_folders(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if (root / ".exported").is_file():
             return root
         root.mkdir(parents=True, exist_ok=True)
-        procs = {}
-        for name in ("clip", "vision_encoder_decoder"):
-            ck = save_checkpoint(name, root / "checkpoints" / name)
-            procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "onnxport.cli", "export", "--model", str(ck),
-                 str(root / name), "--layout", "transformers.js", "--dtypes", ",".join(DTYPES),
-                 "--overwrite"]
-                # CLIP: the CLI's per-dtype validation once (its towers against transformers'
-                # tower classes); both are compared with eager through transformers.js below
-                + ([] if name == "clip" else ["--no-validate"]),
-                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for name, proc in procs.items():
-            out, err = proc.communicate(timeout=600)
-            assert proc.returncode == 0, f"export of {name} failed:\n{out[-3000:]}\n{err[-3000:]}"
-            if name == "clip":
-                assert "validated: every dtype's file" in out, out
+        checkpoints = {name: save_checkpoint(name, root / "checkpoints" / name)
+                       for name in ("clip", "vision_encoder_decoder")}
+        # CLIP: the CLI's per-dtype validation once (its towers against transformers' tower
+        # classes); both are compared with eager through transformers.js below
+        export_side_by_side(checkpoints, root, DTYPES, validated="clip")
         (root / ".exported").write_text("ok")
     return root
 
