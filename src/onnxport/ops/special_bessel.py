@@ -21,7 +21,8 @@ eager PyTorch's.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import onnx_ir as ir
 
@@ -253,32 +254,23 @@ def _bessel_k(g: GraphBuilder, x: Tensor, nu: int, *, scaled: bool) -> Tensor:
     return _where_negative_nan(g, x, out)
 
 
-def _k(g: GraphBuilder, x: Tensor, nu: int, *, scaled: bool) -> Tensor:
-    return cast(g, _bessel_k(g, _prepare(g, x), nu, scaled=scaled), g.out_dtype())
+def _k_translation(target: Any, nu: int, *,
+                   scaled: bool) -> Callable[[GraphBuilder, Tensor], Tensor]:
+    # One tensor argument, which ATen calls `self` in the plain forms and `x` in the scaled ones.
+    def translate(g: GraphBuilder, *args: Tensor) -> Tensor:
+        (x,) = args
+        return cast(g, _bessel_k(g, _prepare(g, x), nu, scaled=scaled), g.out_dtype())
+
+    translate.__name__ = f"aten_{target._schema.name.removeprefix('aten::')}"
+    translate.__doc__ = str(target._schema).removeprefix("aten::")
+    return translate
 
 
-@register(aten.special_modified_bessel_k0.default)
-def aten_special_modified_bessel_k0(g: GraphBuilder, self: Tensor) -> Tensor:
-    """special_modified_bessel_k0(Tensor self) -> Tensor"""
-    return _k(g, self, 0, scaled=False)
-
-
-@register(aten.special_modified_bessel_k1.default)
-def aten_special_modified_bessel_k1(g: GraphBuilder, self: Tensor) -> Tensor:
-    """special_modified_bessel_k1(Tensor self) -> Tensor"""
-    return _k(g, self, 1, scaled=False)
-
-
-@register(aten.special_scaled_modified_bessel_k0.default)
-def aten_special_scaled_modified_bessel_k0(g: GraphBuilder, x: Tensor) -> Tensor:
-    """special_scaled_modified_bessel_k0(Tensor x) -> Tensor"""
-    return _k(g, x, 0, scaled=True)
-
-
-@register(aten.special_scaled_modified_bessel_k1.default)
-def aten_special_scaled_modified_bessel_k1(g: GraphBuilder, x: Tensor) -> Tensor:
-    """special_scaled_modified_bessel_k1(Tensor x) -> Tensor"""
-    return _k(g, x, 1, scaled=True)
+for _target, _nu, _scaled in ((aten.special_modified_bessel_k0.default, 0, False),
+                              (aten.special_modified_bessel_k1.default, 1, False),
+                              (aten.special_scaled_modified_bessel_k0.default, 0, True),
+                              (aten.special_scaled_modified_bessel_k1.default, 1, True)):
+    register(_target)(_k_translation(_target, _nu, scaled=_scaled))
 
 
 # -- Bessel functions of the first and second kind ------------------------------------------
