@@ -30,6 +30,8 @@ quantization step away. Dequantize is `(q - zero_point) * scale` in float32 in b
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -635,19 +637,21 @@ def fused_moving_avg_obs_fq_helper(g: GraphBuilder, self: Tensor, observer_on: T
             g.op("Identity", scale), g.op("Identity", zero_point))
 
 
-@register("aten::fused_moving_avg_obs_fake_quant.default")
-def fused_moving_avg_obs_fake_quant(g: GraphBuilder, self: Tensor, observer_on: Tensor,
-                                    fake_quant_on: Tensor, running_min: Tensor,
-                                    running_max: Tensor, scale: Tensor, zero_point: Tensor,
-                                    averaging_const: float, quant_min: int, quant_max: int,
-                                    ch_axis: int, per_row_fake_quant: bool = False,
-                                    symmetric_quant: bool = False) -> Tensor:
+def _output_only(translation: Callable[..., tuple[Tensor, ...]], doc: str) -> Callable[..., Tensor]:
+    """`translation` for an op with the same arguments that returns only its first output."""
+    @functools.wraps(translation)
+    def translate(g: GraphBuilder, *args: Any) -> Tensor:
+        return translation(g, *args)[0]
+
+    translate.__doc__ = doc
+    return translate
+
+
+register("aten::fused_moving_avg_obs_fake_quant.default")(_output_only(
+    fused_moving_avg_obs_fq_helper,
     """fused_moving_avg_obs_fake_quant(Tensor self, Tensor observer_on, Tensor fake_quant_on, Tensor(a!) running_min, Tensor(b!) running_max, Tensor(c!) scale, Tensor(d!) zero_point, float averaging_const, int quant_min, int quant_max, int ch_axis, bool per_row_fake_quant=False, bool symmetric_quant=False) -> Tensor
 
-    The TorchScript (jit.trace) form of FusedMovingAvgObsFakeQuantize: the output only."""
-    return fused_moving_avg_obs_fq_helper(
-        g, self, observer_on, fake_quant_on, running_min, running_max, scale, zero_point,
-        averaging_const, quant_min, quant_max, ch_axis, per_row_fake_quant, symmetric_quant)[0]
+    The TorchScript (jit.trace) form of FusedMovingAvgObsFakeQuantize: the output only."""))
 
 
 @register("torchao::choose_qparams_affine.default")
