@@ -269,6 +269,10 @@ def graphs_for(model: Any, family: str, task: str, *, batch: int = 2,
         from onnxport.tasks.seq2seq import seq2seq_graphs
 
         return seq2seq_graphs(model, family, task, batch, sequence)
+    if family == "text-to-audio":
+        from onnxport.tasks.text_to_audio import text_to_audio_graphs
+
+        return text_to_audio_graphs(model, task, batch, sequence)
     if family == "derived":
         from onnxport.tasks.derive import derived_graphs
 

@@ -75,6 +75,8 @@ TASKS: dict[str, TaskInfo] = {t.name: t for t in [
              "forecasts from past values (prediction_outputs)"),
     TaskInfo("zero-shot-image-classification", "AutoModel",
              "image-text similarity (logits_per_image, logits_per_text, embeddings)"),
+    TaskInfo("text-to-audio", "AutoModelForTextToWaveform",
+             "speech from text (waveform, spectrogram)"),
 ]}
 
 # Names optimum accepts as synonyms.
@@ -121,6 +123,7 @@ SUPPORTED: dict[str, tuple[str, tuple[str, ...]]] = {
     **{m: ("audio", ("audio-classification", "feature-extraction")) for m in (
         "wav2vec2", "hubert", "wavlm")},
     "clip": ("clip", ("zero-shot-image-classification", "feature-extraction")),
+    "vits": ("text-to-audio", ("text-to-audio",)),
 }
 
 # Suffixes of architecture class names, most specific first, and the task each means.
@@ -192,6 +195,8 @@ def detect_task(config: Any) -> tuple[str, str]:
             return "automatic-speech-recognition-with-past", f"architecture {arch}"
         if model_type == "clip" and arch == "CLIPModel":
             return "zero-shot-image-classification", f"architecture {arch}"
+        if model_type == "vits":  # VitsModel: its only task
+            return "text-to-audio", f"architecture {arch}"
         if model_type in ("wav2vec2", "hubert", "wavlm") and arch.endswith(
                 "ForSequenceClassification"):
             return "audio-classification", f"architecture {arch}"
