@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import operator
 import os
 import re
 import sysconfig
@@ -247,6 +248,9 @@ class _Search:
         # another (non-strict: "Cannot create Dim with inconsistent min=1, max=1").
         error = next((a.error for a in attempts[first:] if a.error is not None
                       and explain_constraint_violation(a.error, spec)), None)
+        if found is None and error is None and oblivious and any(
+                _checks_symbolic_sizes(a.error) for a in attempts[first:]):
+            return (*self.size_one_deferred(spec), True)
         if attempts[first].error is None or error is None:
             return found, name, oblivious
         if found is not None and len(attempts) > first + 1:
@@ -256,6 +260,21 @@ class _Search:
             return found, name, oblivious
         found, name = self.attempt(spec, _DEFERRED, True, not fallback)
         return found, name, not fallback
+
+    def size_one_deferred(self, spec: Any) -> tuple[Any, str]:
+        """Every strategy failed on a check of dynamic sizes, captured size-oblivious: the
+        check (broadcasting a dim of size 1 against a dynamic one) is kept as a run-time
+        assert, as torch.onnx captures. The program is kept only when each assert the example
+        contradicts is such a size-1 equality (eager broadcasts it); any other means the
+        inputs themselves disagree, and the first error stands."""
+        found, name = self.attempt(spec, _SIZE_ONE_DEFERRED, True, True)
+        wrong = _contradicted_asserts(found) if found is not None else ""
+        if wrong:
+            last = self.attempts[-1]
+            self.attempts[-1] = CaptureAttempt(last.strategy, RuntimeError(
+                f"captured, but the example's sizes contradict {wrong}"), last.seconds)
+            return None, ""
+        return found, name
 
     def fail(self) -> None:
         """Raise the error that says best why every attempt failed."""
@@ -284,6 +303,37 @@ class _Search:
 
 
 _DEFERRED = " (guards as run-time asserts)"
+_SIZE_ONE_DEFERRED = " (size-1 checks as run-time asserts)"
+# A backed symbol of torch's shape environment (s17), as trace-time shape errors name them.
+_SIZE_SYMBOL = re.compile(r"\bs\d+\b")
+
+
+def _checks_symbolic_sizes(error: BaseException | None) -> bool:
+    """Whether `error` is a trace-time check on dynamic sizes that failed ("The size of
+    tensor a (s77) must match the size of tensor b (s17)"), not a constraint violation."""
+    if error is None or isinstance(error, CaptureError):
+        return False
+    text = str(error)
+    return bool(_SIZE_SYMBOL.search(text)) and "Constraints violated" not in text
+
+
+def _contradicted_asserts(program: torch.export.ExportedProgram) -> str:
+    """The first run-time assert of `program` false for the example's sizes that is not an
+    equality with a size-1 dim (which eager broadcasts), or ""."""
+    for node in program.graph.nodes:
+        if node.op != "call_function" or node.target is not torch.ops.aten._assert_scalar.default:
+            continue
+        condition = node.args[0]
+        val = condition.meta.get("val") if isinstance(condition, torch.fx.Node) else condition
+        hint = val.node.hint if isinstance(val, torch.SymBool) else val
+        if hint is None or bool(hint):
+            continue
+        sides = [a.meta.get("val") for a in condition.args if isinstance(a, torch.fx.Node)] \
+            if condition.target is operator.eq else []
+        hints = [v.node.hint if isinstance(v, torch.SymInt) else v for v in sides]
+        if len(hints) != 2 or 1 not in hints:
+            return str(node.args[1]) if len(node.args) > 1 else node.name
+    return ""
 
 
 def _squeezes_a_size_one(program: torch.export.ExportedProgram) -> str:
