@@ -15,8 +15,9 @@ model's code has imported `torch.onnx.ops`, so they are registered by qualified 
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import onnx_ir as ir
@@ -57,31 +58,37 @@ def _outputs_read(g: GraphBuilder, total: int) -> int:
     return n
 
 
+def _as_onnx_node(op_type: str, decomposition: Callable[..., Any], check: Callable[..., Any],
+                  outputs: int = 1) -> Callable[..., Any]:
+    """The opset-23 translation of a torch.onnx.ops operator: the ONNX node `op_type` it stands
+    for, with the inputs and attributes of `decomposition` (its translation below opset 23,
+    whose signature it shares). Attributes at their default are left out, bools become ints,
+    trailing unread outputs are omitted."""
+    signature = inspect.signature(decomposition)
+    defaults = {p.name: p.default for p in signature.parameters.values()
+                if p.kind is p.KEYWORD_ONLY}
+
+    def translate(g: GraphBuilder, *inputs: Tensor | None, **attributes: Any) -> Any:
+        check(*inputs, **attributes)
+        attrs = {k: float(v) if isinstance(v, float) else int(v)
+                 for k, v in attributes.items() if v is not None and v != defaults[k]}
+        n = _outputs_read(g, outputs)
+        out = g.op(op_type, *inputs, outputs=n, **attrs)
+        if outputs == 1:
+            return out
+        return (*((out,) if n == 1 else out), *([None] * (outputs - n)))
+
+    translate.__signature__ = signature  # type: ignore[attr-defined]
+    translate.__name__ = f"{decomposition.__name__}_23"
+    translate.__doc__ = decomposition.__doc__
+    return translate
+
+
 # -- Attention ---------------------------------------------------------------------------------
 
-@register(ATTENTION, since_opset=23)
-def onnx_attention_23(g: GraphBuilder, Q: Tensor, K: Tensor, V: Tensor,
-                      attn_mask: Tensor | None = None, past_key: Tensor | None = None,
-                      past_value: Tensor | None = None, *, is_causal: bool = False,
-                      kv_num_heads: int = 0, q_num_heads: int = 0, qk_matmul_output_mode: int = 0,
-                      scale: float | None = None, softcap: float = 0.0,
-                      softmax_precision: int | None = None) -> tuple[Tensor | None, ...]:
-    """Attention.opset23(Tensor Q, Tensor K, Tensor V, Tensor? attn_mask=None, Tensor? past_key=None, Tensor? past_value=None, *, bool is_causal=False, SymInt kv_num_heads=0, SymInt q_num_heads=0, SymInt qk_matmul_output_mode=0, float? scale=None, float softcap=0., SymInt? softmax_precision=None) -> (Tensor, Tensor, Tensor, Tensor)"""
-    _check_attention(Q, K, V, past_key, past_value, kv_num_heads, q_num_heads)
-    n = _outputs_read(g, 4)
-    outs = g.op("Attention", Q, K, V, attn_mask, past_key, past_value, outputs=n,
-                is_causal=int(bool(is_causal)) or None, kv_num_heads=int(kv_num_heads) or None,
-                q_num_heads=int(q_num_heads) or None,
-                qk_matmul_output_mode=int(qk_matmul_output_mode) or None,
-                scale=None if scale is None else float(scale),
-                softcap=float(softcap) or None,
-                softmax_precision=None if softmax_precision is None else int(softmax_precision))
-    outs = (outs,) if n == 1 else tuple(outs)
-    return (*outs, *([None] * (4 - n)))
-
-
-def _check_attention(Q: Tensor, K: Tensor, V: Tensor, past_key: Tensor | None,
-                     past_value: Tensor | None, kv_num_heads: int, q_num_heads: int) -> None:
+def _check_attention(Q: Tensor, K: Tensor, V: Tensor, attn_mask: Tensor | None = None,
+                     past_key: Tensor | None = None, past_value: Tensor | None = None, *,
+                     kv_num_heads: int = 0, q_num_heads: int = 0, **_attributes: Any) -> None:
     r = _rank(Q, "onnx.Attention with a query")
     if r not in (3, 4) or _rank(K, "onnx.Attention with a key") != r \
             or _rank(V, "onnx.Attention with a value") != r:
@@ -128,7 +135,8 @@ def onnx_attention(g: GraphBuilder, Q: Tensor, K: Tensor, V: Tensor,
                    softmax_precision: int | None = None) -> tuple[Tensor | None, ...]:
     """Attention.opset23(Tensor Q, Tensor K, Tensor V, Tensor? attn_mask=None, Tensor? past_key=None, Tensor? past_value=None, *, bool is_causal=False, SymInt kv_num_heads=0, SymInt q_num_heads=0, SymInt qk_matmul_output_mode=0, float? scale=None, float softcap=0., SymInt? softmax_precision=None) -> (Tensor, Tensor, Tensor, Tensor)"""
     # Below opset 23: the ONNX-23 definition written out in standard ops.
-    _check_attention(Q, K, V, past_key, past_value, kv_num_heads, q_num_heads)
+    _check_attention(Q, K, V, attn_mask, past_key, past_value, kv_num_heads=kv_num_heads,
+                     q_num_heads=q_num_heads)
     mode = int(qk_matmul_output_mode)
     if mode not in (0, 1, 2, 3):
         raise TranslationError(f"onnx.Attention with qk_matmul_output_mode={mode}: expected 0-3")
@@ -207,20 +215,13 @@ def onnx_attention(g: GraphBuilder, Q: Tensor, K: Tensor, V: Tensor,
             cast(g, qk_out, g.out_dtype(3)) if g.out_is_read(3) else None)
 
 
+register(ATTENTION, since_opset=23)(
+    _as_onnx_node("Attention", onnx_attention, _check_attention, outputs=4))
+
+
 # -- RotaryEmbedding ---------------------------------------------------------------------------
 
-@register(ROTARY_EMBEDDING, since_opset=23)
-def onnx_rotary_embedding_23(g: GraphBuilder, x: Tensor, cos_cache: Tensor, sin_cache: Tensor,
-                             position_ids: Tensor | None = None, *, interleaved: bool = False,
-                             num_heads: int = 0, rotary_embedding_dim: int = 0) -> Tensor:
-    """RotaryEmbedding.opset23(Tensor x, Tensor cos_cache, Tensor sin_cache, Tensor? position_ids=None, *, bool interleaved=False, SymInt num_heads=0, SymInt rotary_embedding_dim=0) -> Tensor"""
-    _check_rotary(x, num_heads)
-    return g.op("RotaryEmbedding", x, cos_cache, sin_cache, position_ids,  # type: ignore[no-any-return]
-                interleaved=int(bool(interleaved)) or None, num_heads=int(num_heads) or None,
-                rotary_embedding_dim=int(rotary_embedding_dim) or None)
-
-
-def _check_rotary(x: Tensor, num_heads: int) -> int:
+def _check_rotary(x: Tensor, *_inputs: Any, num_heads: int = 0, **_attributes: Any) -> int:
     r = _rank(x, "onnx.RotaryEmbedding with an input")
     if r not in (3, 4):
         raise TranslationError(f"onnx.RotaryEmbedding takes a 3-D or 4-D input, got rank {r}")
@@ -235,7 +236,7 @@ def onnx_rotary_embedding(g: GraphBuilder, x: Tensor, cos_cache: Tensor, sin_cac
                           num_heads: int = 0, rotary_embedding_dim: int = 0) -> Tensor:
     """RotaryEmbedding.opset23(Tensor x, Tensor cos_cache, Tensor sin_cache, Tensor? position_ids=None, *, bool interleaved=False, SymInt num_heads=0, SymInt rotary_embedding_dim=0) -> Tensor"""
     # Below opset 23: the ONNX-23 definition written out in standard ops.
-    r = _check_rotary(x, num_heads)
+    r = _check_rotary(x, num_heads=num_heads)
     # (B, S, H, E)
     if r == 4:
         y = g.op("Transpose", x, perm=[0, 2, 1, 3])
@@ -272,6 +273,10 @@ def onnx_rotary_embedding(g: GraphBuilder, x: Tensor, cos_cache: Tensor, sin_cac
     if r == 4:
         return g.op("Transpose", y, perm=[0, 2, 1, 3])  # type: ignore[no-any-return]
     return g.op("Reshape", y, g.const([0, 0, -1], _I64))  # type: ignore[no-any-return]
+
+
+register(ROTARY_EMBEDDING, since_opset=23)(
+    _as_onnx_node("RotaryEmbedding", onnx_rotary_embedding, _check_rotary))
 
 
 # -- symbolic ----------------------------------------------------------------------------------
