@@ -192,3 +192,21 @@ def test_inconsistent_sizes_are_not_deferred() -> None:
         warnings.simplefilter("ignore")
         with pytest.raises(onnxport.errors.ForwardError, match="must match the size"):
             onnxport.export(_AddXY(), args, dynamic_shapes=shapes)
+
+
+@pytest.mark.parametrize("namespace", ["torch.onnx", "onnxport"])
+def test_input_observer_named_where_reference_is_positional_raises(namespace: str) -> None:
+    # Was: onnxport aligned y= with the reference's positional y (the suite's
+    # test_io_mixed_args_kwargs_as_dict_2); torch.onnx 2.13 raises, and so does onnxport now.
+    class Optional(torch.nn.Module):
+        def forward(self, x: Any = None, y: Any = None) -> Any:
+            return y if x is None else x + y
+
+    model, observer = Optional(), (torch.onnx if namespace == "torch.onnx"
+                                   else onnxport).InputObserver()
+    with observer(model, store_n_calls=4):
+        model(y=torch.randn(5, 6))
+        model(torch.randn(5, 7), torch.randn(5, 7))
+    with pytest.raises(RuntimeError, match="At least one call to the observed model must "
+                                           "contain all the named arguments"):
+        observer.infer_dynamic_shapes()

@@ -309,14 +309,25 @@ class InputObserver:
                 best = call
         return best
 
-    def _align(self, call: _Call, ref: _Call) -> list[torch.Tensor | None]:
-        """The tensors of `call` in the order of `ref`'s, None for each one it lacks."""
+    def _align(self, call: _Call, ref: _Call, recorded: bool = True
+               ) -> list[torch.Tensor | None]:
+        """The tensors of `call` in the order of `ref`'s, None for each one it lacks.
+
+        A `recorded` call may name only arguments `ref` names, as torch.onnx 2.13 requires
+        (a call passing by name what the reference passes by position raises); inputs given
+        to `infer_arguments` are aligned by the signature."""
         sig = self._signature
         assert sig is not None
         if call.constants != ref.constants:
             raise InputObserverError(
                 f"two calls were made with different constant arguments, {call.constants} "
                 f"and {ref.constants}; they cannot share one exported graph")
+        if recorded and any(k not in ref.kwargs for k in call.kwargs):
+            raise InputObserverError(
+                f"At least one call to the observed model must contain all the named "
+                f"arguments: a call passed {list(call.kwargs)} by name, the call holding the "
+                f"most tensors passes {list(ref.kwargs)} by name (and {len(ref.args)} by "
+                f"position); pass each argument the same way in every call")
         args, kwargs = list(call.args), dict(call.kwargs)
         # Positional arguments the reference passes by name, by name here too.
         for i in range(len(ref.args), len(args)):
@@ -331,8 +342,9 @@ class InputObserver:
         extra = [k for k in kwargs if k not in ref.kwargs]
         if extra:
             raise InputObserverError(
-                f"At least one call to the observed model must pass every named argument: a "
-                f"call passed {extra}, which the call holding the most tensors does not pass "
+                f"At least one call to the observed model must contain all the named "
+                f"arguments: a call passed {extra}, which the call holding the most tensors "
+                f"does not pass "
                 f"(it passes {list(ref.kwargs)})")
         slots: list[tuple[int | str, Any, Any]] = [
             (i, args[i] if i < len(args) else None, a)
@@ -484,12 +496,12 @@ class InputObserver:
             call = self._calls[index_or_args_or_kwargs]
         elif isinstance(index_or_args_or_kwargs, tuple):
             call = _Call(index_or_args_or_kwargs, {}, {})
-            call.aligned = self._align(call, ref)
+            call.aligned = self._align(call, ref, recorded=False)
         else:
             given = index_or_args_or_kwargs
             call = _Call((), {k: v for k, v in given.items() if k not in sig.defaults},
                          {k: v for k, v in given.items() if k in sig.defaults})
-            call.aligned = self._align(call, ref)
+            call.aligned = self._align(call, ref, recorded=False)
         return self._arguments(call, ref, flat=flat, as_args_kwargs=as_args_kwargs)
 
     def _arguments(self, call: _Call, ref: _Call, *, flat: bool, as_args_kwargs: bool) -> Any:
