@@ -405,16 +405,3 @@ def test_library_patches_import_nothing() -> None:
             "with library_patches():\n    pass\n"
             "assert 'transformers.models.moonshine.modeling_moonshine' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
-
-
-def test_speech_recognition_of_any_length_is_refused_clearly(checkpoints: Any,
-                                                            tmp_path: Any) -> None:
-    """Speech2Text's speech recognition needs a layout onnxport's speech graphs lack: a typed
-    error naming the task that works, and nothing at the destination."""
-    from onnxport.tasks import export_checkpoint
-    from onnxport.tasks.errors import UnsupportedTaskError
-
-    with pytest.raises(UnsupportedTaskError, match="task 'feature-extraction'"):
-        export_checkpoint(checkpoints("speech_to_text"), tmp_path / "out",
-                          "automatic-speech-recognition-with-past")
-    assert not (tmp_path / "out").exists()

@@ -265,6 +265,11 @@ def graphs_for(model: Any, family: str, task: str, *, batch: int = 2,
     decoder's graph takes no position_ids input (positions are the cache's, as the GenAI
     builder's graphs; what the ONNX Runtime target needs to move rotary into
     GroupQueryAttention)."""
+    if family == "speech-seq2seq":
+        from onnxport.tasks.speech import masked_speech, speech_graphs
+
+        if masked_speech(model):  # audio of any length with a mask (not Whisper's)
+            return speech_graphs(model, family, task, batch, sequence)
     if family in ("seq2seq", "speech-seq2seq", "vision-seq2seq"):
         from onnxport.tasks.seq2seq import seq2seq_graphs
 

@@ -94,10 +94,9 @@ class Decoder(torch.nn.Module):
                 DynamicCache([(p[4 * i + 2], p[4 * i + 3]) for i in layers], config=config))
         else:
             cache = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
-        kwargs: dict[str, Any] = {}
-        if self.masked:
-            kwargs["attention_mask"] = encoder_attention_mask
-        out = self.model(encoder_outputs=(encoder_hidden_states,), decoder_input_ids=input_ids,
+        encoder_outputs, kwargs = self.encoder_side(encoder_hidden_states,
+                                                    encoder_attention_mask)
+        out = self.model(encoder_outputs=encoder_outputs, decoder_input_ids=input_ids,
                          past_key_values=cache, use_cache=True, **kwargs)
         present: list[torch.Tensor] = []
         new = out.past_key_values
@@ -107,6 +106,11 @@ class Decoder(torch.nn.Module):
                 cross = new.cross_attention_cache.layers[i]
                 present += [cross.keys, cross.values]
         return getattr(out, self.field), present
+
+    def encoder_side(self, hidden: torch.Tensor,
+                     mask: torch.Tensor | None) -> tuple[Any, dict[str, Any]]:
+        """The model's `encoder_outputs` and the keyword arguments that carry the mask."""
+        return (hidden,), ({"attention_mask": mask} if self.masked else {})
 
 
 def seq2seq_graphs(model: Any, family: str, task: str, batch: int,
@@ -207,8 +211,9 @@ def _encoder_spec(model: Any, layout: _Layout, task: str, batch: int, seq: int) 
 
 
 def _decoder_specs(model: Any, layout: _Layout, hidden: int, enc_length: int, batch: int,
-                   seq: int) -> list[GraphSpec]:
-    """decoder_model.onnx, and decoder_with_past_model.onnx for a task `-with-past`."""
+                   seq: int, decoder_class: type[Decoder] = Decoder) -> list[GraphSpec]:
+    """decoder_model.onnx, and decoder_with_past_model.onnx for a task `-with-past`
+    (`decoder_class`: a Decoder that hands the model the encoder's side its own way)."""
     layers, heads, head_dim, dtype = layout.layers, layout.heads, layout.head_dim, layout.dtype
     fixed, field, decoder_config = layout.fixed, layout.field, layout.decoder_config
     enc_axes = dict(_ENC_AXES)
@@ -260,7 +265,7 @@ def _decoder_specs(model: Any, layout: _Layout, hidden: int, enc_length: int, ba
     if fixed:  # the encoder's length is the audio's or image's, not a dim of these graphs
         for shape in first_shapes:
             del shape["encoder_sequence_length"]
-    decoder = Decoder(model, with_past=False, masked=not fixed, field=field)
+    decoder = decoder_class(model, with_past=False, masked=not fixed, field=field)
     out_names = [field, *present_names(True)]
     spec = GraphSpec("decoder_model.onnx", decoder, base_inputs, out_names,
                      {n: dec_dims[n] for n in base_inputs},
@@ -268,7 +273,7 @@ def _decoder_specs(model: Any, layout: _Layout, hidden: int, enc_length: int, ba
     spec.call = call_for(decoder, False, out_names)
     specs.append(spec)
     if layout.with_past:
-        decoder_p = Decoder(model, with_past=True, masked=not fixed, field=field)
+        decoder_p = decoder_class(model, with_past=True, masked=not fixed, field=field)
         out_p = [field, *present_names(False)]
         names_p = [*base_inputs, *past_names]
         dims_p = {n: dec_dims[n] for n in base_inputs}
