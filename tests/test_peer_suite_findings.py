@@ -210,3 +210,28 @@ def test_input_observer_named_where_reference_is_positional_raises(namespace: st
     with pytest.raises(RuntimeError, match="At least one call to the observed model must "
                                            "contain all the named arguments"):
         observer.infer_dynamic_shapes()
+
+
+def test_verification_interpreter() -> None:
+    # torch.onnx's private _VerificationInterpreter (the suite's
+    # test_interpreter_stores_correct_info): onnxport's own, on both exporters' programs.
+    from torch.onnx._internal.exporter import _verification
+
+    from onnxport.verification import _VerificationInterpreter
+
+    args = (torch.tensor([1.0]), torch.tensor([2.0]))
+    ours = _VerificationInterpreter(onnxport.export(_AddSub(), args))
+    torch.testing.assert_close(ours.run(args), _AddSub()(*args))
+    assert [(i.name, i.max_abs_diff) for i in ours.verification_infos] == [("add", 0), ("sub", 0)]
+    program = _torch_onnx(_AddSub(), args)
+    ours, theirs = _VerificationInterpreter(program), _verification._VerificationInterpreter(program)
+    ours.run(args)
+    theirs.run(args)
+    assert [i.name for i in ours.verification_infos] == [i.name for i in theirs.verification_infos]
+    # A wrong translation is seen at its node.
+    model, x = m.MLP().eval(), torch.randn(4, 6)
+    wrong = _torch_onnx(model, (x,), custom_translation_table={
+        torch.ops.aten.tanh.default: m.torch_onnx_sigmoid})
+    checker = _VerificationInterpreter(wrong)
+    checker.run(x)
+    assert next(i.name for i in checker.verification_infos if i.max_abs_diff > 0.01) == "tanh"

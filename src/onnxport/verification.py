@@ -457,3 +457,52 @@ def _missing_text(missing: list[str], compared: int) -> str:
     return (f"{len(missing)} FX values have no ONNX value of their name (fused or folded away "
             f"by the optimizer, or aliases of another value) and were not compared: {shown}; "
             f"{compared} values were compared")
+
+
+class _VerificationInterpreter(torch.fx.Interpreter):
+    """torch.onnx 2.13's private `_VerificationInterpreter`: runs the exported program node by
+    node and compares each node's value with the ONNX value of the same name.
+
+    After `run(*args)`, `verification_infos` holds one VerificationInfo per compared value,
+    in graph order (a node returning a tuple: its items, `<node>__<i>`). Nodes without an
+    ONNX value of their name (folded or fused away) are not compared.
+    """
+
+    def __init__(self, onnx_program: Any) -> None:
+        program = _own_program(onnx_program)
+        if program.exported_program is None:
+            raise ValueError("The ONNX program does not contain an exported_program; export "
+                             "with dynamo=True to verify it")
+        super().__init__(program.exported_program.module())
+        self._program = program
+        self._names = {v.name for v in program.model.graph.inputs}
+        self._names.update(program.model.graph.initializers)
+        self._names.update(v.name for node in program.model.graph for v in node.outputs)
+        self._args: tuple[Any, ...] = ()
+        self.verification_infos: list[VerificationInfo] = []
+
+    def run(self, *args: Any, initial_env: dict[torch.fx.Node, Any] | None = None,
+            enable_io_processing: bool = True) -> Any:
+        """Run the program on `args`, filling `verification_infos`; returns its outputs."""
+        self.verification_infos = []
+        self._args = tuple(torch.utils._pytree.tree_leaves(args))
+        return super().run(*args, initial_env=initial_env,
+                           enable_io_processing=enable_io_processing)
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        result = super().run_node(n)
+        if n.op != "call_function":
+            return result
+        if isinstance(result, torch.Tensor):
+            pairs = [(n.name, result)]
+        elif isinstance(result, (tuple, list)):
+            pairs = [(f"{n.name}__{i}", r) for i, r in enumerate(result)
+                     if isinstance(r, torch.Tensor)]
+        else:
+            pairs = []
+        pairs = [(name, value) for name, value in pairs if name in self._names]
+        if pairs:
+            actual = self._program.compute_values([name for name, _ in pairs], self._args)
+            self.verification_infos += [VerificationInfo.from_tensors(name, value, got)
+                                        for (name, value), got in zip(pairs, actual)]
+        return result
