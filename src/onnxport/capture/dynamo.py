@@ -148,7 +148,9 @@ class _Search:
     Every strategy with the user's spec first. When all of them reject it for a guard on a
     dynamic dim, the same spec with the guards kept as run-time asserts and sizes 0 and 1 (an
     example's, or one the model derives, such as `unflatten(0, (2, -1))` of a batch of 2)
-    treated like any other: the dims stay dynamic, as torch.onnx keeps them. Only then the spec
+    treated like any other: the dims stay dynamic, as torch.onnx keeps them (likewise when a
+    size-oblivious capture fails on a check of dynamic sizes, such as a size-1 dim broadcast
+    against a dynamic one: `size_one_deferred`). Only then the spec
     torch.export's suggested fixes give (which may make a dim static). A later strategy may
     accept a spec the first rejected by specialising the dims in question (strict capture
     can): then the deferred capture is tried too, and the one that keeps more input dims
