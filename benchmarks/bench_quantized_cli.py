@@ -33,6 +33,11 @@ Timing holds /tmp/bench.lock (fcntl), as `flock /tmp/bench.lock` would; exports 
 
     python benchmarks/bench_quantized_cli.py --out benchmarks/results/quantized_cli_<date>.md
     python benchmarks/bench_quantized_cli.py --int8-forms --out FILE   # the weight forms only
+    python benchmarks/bench_quantized_cli.py --int4-decode --repeat 41 [--ckpt DIR]
+        [--folder NAME=DIR ...] --out FILE   # int4 decode against the builder only: the ORT
+        # loop and genai, per-round ranges, logit errors against float eager (--folder adds
+        # already-exported folders of the same checkpoint, e.g. an earlier commit's; named
+        # "onnxport int4" or "builder int4", they replace that export)
 """
 
 from __future__ import annotations
@@ -377,6 +382,81 @@ def int8_forms(rounds: int = 15) -> str:
     return "\n".join(lines)
 
 
+def int4_decode(ns: argparse.Namespace) -> str:
+    """`onnxport int4` against `builder int4` (and `--folder` extras): decode per token in the
+    ORT loop (wall and CPU time, per-round ranges) and in onnxruntime-genai, and the prefill
+    logits' error against float eager."""
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        if ns.ckpt:
+            ckpt = Path(ns.ckpt)
+            model = transformers.LlamaForCausalLM.from_pretrained(ckpt).eval()
+        else:
+            ckpt = tmp / "llama"
+            model = make_llama(ckpt)
+        given = dict(item.partition("=")[::2] for item in ns.folder or [])
+        folders = {"onnxport int4": tmp / "op-int4", "builder int4": tmp / "builder-int4"}
+        if "onnxport int4" not in given:
+            cli(ckpt, folders["onnxport int4"], "--target", "onnxruntime", "--quantize", "int4")
+        if "builder int4" not in given:
+            builder(ckpt, folders["builder int4"])
+        folders.update({name: Path(path) for name, path in given.items()})
+        paths = {k: v / "model.onnx" for k, v in folders.items()}
+        rng = np.random.default_rng(1)
+        ids = rng.integers(3, LLAMA["vocab_size"], (4, 64)).astype(np.int64)
+        with torch.no_grad():
+            eager = model(torch.from_numpy(ids)).logits.numpy()
+            errors = {"eager RTN int4": rtn_eager(model)(torch.from_numpy(ids)).logits.numpy()}
+        errors.update({name: prefill_logits(p, ids) for name, p in paths.items()})
+        torch.manual_seed(2)
+        prompt = torch.randint(3, LLAMA["vocab_size"], (1, ns.prompt)).numpy()
+        with bench_lock():
+            res = time_decode(paths, prompt, ns.new, ns.warmup, ns.repeat)
+            genai = genai_run(folders, prompt, ns.new, ns.repeat, tmp)
+        counts = {name: node_counts(p) for name, p in paths.items()}
+    med = statistics.median
+    anchor, anchor_cpu = med(res["builder int4"]["decode"]), med(res["builder int4"]["cpu"])
+    lines = [f"int4 decode against the builder, {datetime.date.today()}: ONNX Runtime "
+             f"{ort.__version__} CPU, 1 intra-op thread, batch 1, prompt {ns.prompt}, "
+             f"{ns.new - 1} decode steps, {ns.repeat} rounds (+{ns.warmup} warm-up), graphs "
+             "alternating; per-round range: lowest and highest ratio of the rounds' medians.", "",
+             "ORT loop (InferenceSession, present keys/values fed back):", "",
+             "| graph | decode ms/token | ratio to builder | per-round range | decode CPU "
+             "ms/token | CPU ratio | per-round CPU range | nodes (file / ORT-optimized) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name in paths:
+        r = res[name]
+        lines.append(f"| {name} | {med(r['decode']) * 1e3:.3f} | {med(r['decode']) / anchor:.3f}"
+                     f" | {spread(res, name, 'builder int4')} | {med(r['cpu']) * 1e3:.3f} | "
+                     f"{med(r['cpu']) / anchor_cpu:.3f} | "
+                     f"{spread(res, name, 'builder int4', 'rounds_cpu')} | "
+                     f"{counts[name][0]} / {counts[name][1]} |")
+    lines += ["", "onnxruntime-genai 0.18 (og.Model per folder, 1 intra-op thread, greedy, median "
+              "ms per token after the first over the rounds):", ""]
+    if "error" in genai:
+        lines.append(f"genai FAILED: {genai['error']}")
+    else:
+        lines += ["| folder | ms/token | ratio to builder | tokens = onnxport int4's ORT greedy |",
+                  "|---|---|---|---|"]
+        for name, g in genai.items():
+            same = g["tokens"] == res["onnxport int4"]["tokens"][0].tolist()
+            lines.append(f"| {name} | {g['step_ms']:.3f} | "
+                         f"{g['step_ms'] / genai['builder int4']['step_ms']:.3f} | "
+                         f"{'yes' if same else 'no'} |")
+    lines += ["", f"Prefill logits (4 x 64 random tokens) against float eager (std "
+              f"{eager.std():.2f}):", "",
+              "| graph | max abs error | ratio to builder | mean abs error | ratio to builder | "
+              "top-1 = eager |", "|---|---|---|---|---|---|"]
+    b_max = float(np.abs(errors["builder int4"] - eager).max())
+    b_mean = float(np.abs(errors["builder int4"] - eager).mean())
+    for name, logits in errors.items():
+        diff = np.abs(logits - eager)
+        top1 = float(np.mean(logits.argmax(-1) == eager.argmax(-1)))
+        lines.append(f"| {name} | {diff.max():.4f} | {diff.max() / b_max:.3f} | "
+                     f"{diff.mean():.5f} | {diff.mean() / b_mean:.3f} | {100 * top1:.1f}% |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--int8-forms", action="store_true",
@@ -387,7 +467,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--mix-repeat", type=int, default=15, help="Mixtral's timed rounds")
     parser.add_argument("--out", type=str, default=None)
+    parser.add_argument("--int4-decode", action="store_true",
+                        help="only int4 decode against the builder (ORT loop and genai)")
+    parser.add_argument("--ckpt", type=str, default=None, help="--int4-decode's checkpoint")
+    parser.add_argument("--folder", action="append", help="--int4-decode: NAME=DIR, a folder "
+                        "exported from the same checkpoint, timed too")
     ns = parser.parse_args()
+    if ns.int4_decode:
+        transformers.logging.set_verbosity_error()
+        text = int4_decode(ns)
+        print(text)
+        if ns.out:
+            Path(ns.out).write_text(text + "\n")
+        return
     if ns.int8_forms:
         text = int8_forms()
         print(text)

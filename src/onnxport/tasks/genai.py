@@ -7,8 +7,9 @@ plain decoder loop is described: the graph takes the past as inputs and returns 
 past_present_share_buffer (genai feeds one max-length buffer as both past and present, and
 the attention writes the new keys/values into it in place) is on when the graph can take it:
 every past input is read only by GroupQueryAttention (as its past) or by Shape, and each
-GroupQueryAttention's total length is bounded by the attention mask's length (what
-FuseGroupQueryAttentionPass writes when the mask is the graph's `attention_mask` input), so
+GroupQueryAttention's total length is bounded by the attention mask's length (Min with it, or
+the length of a Slice of it: what FuseGroupQueryAttentionPass writes when the mask is the
+graph's `attention_mask` input), so
 that nothing sizes itself by the buffer. Otherwise the past is fed at its length.
 """
 
@@ -49,12 +50,18 @@ def shares_kv_buffer(model: Any) -> bool:
     if {name for n in gqa for name in n.input[3:5]} != past:
         return False
 
-    def bounded(name: str, depth: int = 0) -> bool:  # Min(len(attention_mask), T) upstream
+    def bounded(name: str, depth: int = 0) -> bool:
+        """Min(len(attention_mask), T), or the length of a Slice of attention_mask (which
+        clamps to it), upstream."""
         node = producers.get(name)
         if node is None or depth > 4:
             return False
         if node.op_type == "Min":
             return any(_reads_mask_length(producers, x) for x in node.input)
+        if node.op_type == "Shape":
+            cut = producers.get(node.input[0])
+            return cut is not None and cut.op_type == "Slice" and \
+                cut.input[0] == "attention_mask"
         return node.op_type in ("Cast", "Reshape", "Squeeze") and bounded(node.input[0], depth + 1)
 
     return bool(gqa) and all(len(n.input) > 6 and bounded(n.input[6]) for n in gqa)

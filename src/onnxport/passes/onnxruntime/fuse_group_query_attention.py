@@ -933,6 +933,7 @@ class _State:
         self.dims: dict[int, tuple[ir.Value, ir.Value]] = {}
         self.masks: dict[int, _Mask] = {}        # per total T, a mask whose T retime() bounds
         self.bias: dict[int, ir.Value | None] = {}
+        self.columns: dict[int, tuple[ir.Value, ir.Value]] = {}  # per T: mask[:, :T'], (T',)
         self.caches: dict[tuple[int, bool], ir.Value] = {}
 
     def _add(self, anchor: ir.Node, op: str, inputs: list[ir.Value | None],
@@ -969,6 +970,8 @@ class _State:
         if key not in self.lengths:
             if mk.padding is not None and mk.padding.is_graph_input():
                 self.masks[key] = mk
+                self.lengths[key] = self._mask_lengths(anchor, mk, batch_of)
+                return self.lengths[key]
             i32 = ir.DataType.INT32
             batch, seq = self._dims(anchor, mk, batch_of)
             total = self._add(anchor, "Cast", [mk.total], {"to": i32.value}, i32, ir.Shape([]))
@@ -979,6 +982,41 @@ class _State:
             qlens = self._add(anchor, "Expand", [seq32, batch], dtype=i32, shape=ir.Shape([None]))
             self.lengths[key] = (seqlens, total, qlens)
         return self.lengths[key]
+
+    def _mask_lengths(self, anchor: ir.Node, mk: _Mask, batch_of: ir.Value
+                      ) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """`_lengths` when the padding is the graph's `attention_mask` input, in 1-element
+        tensors read off shapes: S, P and B by Shape(x, k, k + 1), the mask's columns
+        cols = attention_mask[:, :P + S] (Slice clamps to its length: T' = Min(len, P + S),
+        as `retime` gives the other readers of T) and T' = Shape(cols)[1]; cols and (B, S, T')
+        are kept for the bias (`_bias`)."""
+        i64, i32 = ir.DataType.INT64, ir.DataType.INT32
+        one = self._const(anchor, np.array([1], dtype=np.int64))
+        src = _dim_source(mk.length)
+        if src is not None:
+            x, k = src
+            seq = self._add(anchor, "Shape", [x], {"start": k, "end": k + 1}, i64, ir.Shape([1]))
+        else:
+            length = mk.length
+            if length.dtype != i64:
+                length = self._add(anchor, "Cast", [length], {"to": i64.value}, i64, ir.Shape([]))
+            seq = self._add(anchor, "Reshape", [length, one], dtype=i64, shape=ir.Shape([1]))
+        past = self._add(anchor, "Shape", [batch_of], {"start": 2, "end": 3}, i64, ir.Shape([1]))
+        batch = self._add(anchor, "Shape", [batch_of], {"start": 0, "end": 1}, i64, ir.Shape([1]))
+        ends = self._add(anchor, "Add", [past, seq], dtype=i64, shape=ir.Shape([1]))
+        assert mk.padding is not None
+        zero = self._const(anchor, np.array([0], dtype=np.int64))
+        cols = self._add(anchor, "Slice", [mk.padding, zero, ends, one], dtype=mk.padding.dtype)
+        total = self._add(anchor, "Shape", [cols], {"start": 1, "end": 2}, i64, ir.Shape([1]))
+        self.dims[id(mk.total)] = (batch, seq)
+        self.columns[id(mk.total)] = (cols, total)
+        total32 = self._add(anchor, "Cast", [total], {"to": i32.value}, i32, ir.Shape([1]))
+        one32 = self._const(anchor, np.array(1, dtype=np.int32))
+        last = self._add(anchor, "Sub", [total32, one32], dtype=i32, shape=ir.Shape([1]))
+        seqlens = self._add(anchor, "Expand", [last, batch], dtype=i32, shape=ir.Shape([None]))
+        seq32 = self._add(anchor, "Cast", [seq], {"to": i32.value}, i32, ir.Shape([1]))
+        qlens = self._add(anchor, "Expand", [seq32, batch], dtype=i32, shape=ir.Shape([None]))
+        return seqlens, total32, qlens
 
     def retime(self) -> None:
         """T -> T' = Min(attention_mask's length, T) for every user of T and P -> P + T' - T
@@ -1035,16 +1073,21 @@ class _State:
             return None
         i64 = ir.DataType.INT64
         one = self._const(anchor, np.array([1], dtype=np.int64))
-        total = self._add(anchor, "Reshape", [mk.total, one], dtype=i64, shape=ir.Shape([1]))
         if mk.padding is not None:      # attention_mask[:, :T] as (B, 1, 1, T)
-            zero = self._const(anchor, np.array([0], dtype=np.int64))
-            cols = self._add(anchor, "Slice", [mk.padding, zero, total, one],
-                             dtype=mk.padding.dtype)
+            if id(mk.total) in self.columns:   # sliced by _mask_lengths
+                cols, total = self.columns[id(mk.total)]
+            else:
+                total = self._add(anchor, "Reshape", [mk.total, one], dtype=i64,
+                                  shape=ir.Shape([1]))
+                zero = self._const(anchor, np.array([0], dtype=np.int64))
+                cols = self._add(anchor, "Slice", [mk.padding, zero, total, one],
+                                 dtype=mk.padding.dtype)
             cond = cols if cols.dtype == ir.DataType.BOOL else self._add(
                 anchor, "Cast", [cols], {"to": ir.DataType.BOOL.value}, ir.DataType.BOOL)
             axes = self._const(anchor, np.array([1, 2], dtype=np.int64))
             cond = self._add(anchor, "Unsqueeze", [cond, axes], dtype=ir.DataType.BOOL)
         else:
+            total = self._add(anchor, "Reshape", [mk.total, one], dtype=i64, shape=ir.Shape([1]))
             cond = mk.mask
         np_dtype = dtype.numpy()
         fill = self._const(anchor, np.array(np.finfo(np_dtype).min, dtype=np_dtype))
