@@ -31,12 +31,17 @@ def _torch_onnx(model: torch.nn.Module, args: tuple, **options) -> torch.onnx.ON
         return torch.onnx.export(model.eval(), args, dynamo=True, verbose=False, **options)
 
 
-def test_verify_onnx_program_with_intermediates_on_torch_onnx_program() -> None:
+@pytest.fixture(scope="module")
+def add_sub_torch_onnx() -> torch.onnx.ONNXProgram:
+    return _torch_onnx(_AddSub(), (torch.tensor([1.0]), torch.tensor([2.0])))
+
+
+def test_verify_onnx_program_with_intermediates_on_torch_onnx_program(add_sub_torch_onnx) -> None:
     # Was: AttributeError 'ONNXProgram' object has no attribute 'runtime_options'.
     from torch.onnx._internal.exporter import _verification
 
     args = (torch.tensor([1.0]), torch.tensor([2.0]))
-    program = _torch_onnx(_AddSub(), args)
+    program = add_sub_torch_onnx
     theirs = _verification.verify_onnx_program(program, args, compare_intermediates=True)
     ours = verify_onnx_program(program, args, compare_intermediates=True)
     # torch.onnx's graph has add, scalar_tensor_default (the 1 of `c - 1`), sub
@@ -53,12 +58,18 @@ def test_verify_onnx_program_with_intermediates_on_onnxport_program() -> None:
         ["add", "sub"]
 
 
-def test_wrong_translation_in_torch_onnx_program_is_named_by_onnxport() -> None:
-    # Was: "(finding the first wrong node failed: AttributeError ...)" under the assertion.
+@pytest.fixture(scope="module")
+def wrong_tanh() -> tuple[torch.nn.Module, tuple, Any]:
+    """torch.onnx's program of an MLP whose tanh is translated as a sigmoid."""
     model = m.MLP().eval()
     args = (torch.randn(4, 6),)
-    program = _torch_onnx(model, args, custom_translation_table={
+    return model, args, _torch_onnx(model, args, custom_translation_table={
         torch.ops.aten.tanh.default: m.torch_onnx_sigmoid})
+
+
+def test_wrong_translation_in_torch_onnx_program_is_named_by_onnxport(wrong_tanh) -> None:
+    # Was: "(finding the first wrong node failed: AttributeError ...)" under the assertion.
+    model, args, program = wrong_tanh
     with pytest.raises(AssertionError, match="tanh"):
         assert_onnx_program(program)
     report = find_first_divergence(program, args)
@@ -212,7 +223,7 @@ def test_input_observer_named_where_reference_is_positional_raises(namespace: st
         observer.infer_dynamic_shapes()
 
 
-def test_verification_interpreter() -> None:
+def test_verification_interpreter(add_sub_torch_onnx, wrong_tanh) -> None:
     # torch.onnx's private _VerificationInterpreter (the suite's
     # test_interpreter_stores_correct_info): onnxport's own, on both exporters' programs.
     from torch.onnx._internal.exporter import _verification
@@ -223,15 +234,13 @@ def test_verification_interpreter() -> None:
     ours = _VerificationInterpreter(onnxport.export(_AddSub(), args))
     torch.testing.assert_close(ours.run(args), _AddSub()(*args))
     assert [(i.name, i.max_abs_diff) for i in ours.verification_infos] == [("add", 0), ("sub", 0)]
-    program = _torch_onnx(_AddSub(), args)
+    program = add_sub_torch_onnx
     ours, theirs = _VerificationInterpreter(program), _verification._VerificationInterpreter(program)
     ours.run(args)
     theirs.run(args)
     assert [i.name for i in ours.verification_infos] == [i.name for i in theirs.verification_infos]
     # A wrong translation is seen at its node.
-    model, x = m.MLP().eval(), torch.randn(4, 6)
-    wrong = _torch_onnx(model, (x,), custom_translation_table={
-        torch.ops.aten.tanh.default: m.torch_onnx_sigmoid})
+    _, x, wrong = wrong_tanh
     checker = _VerificationInterpreter(wrong)
-    checker.run(x)
+    checker.run(*x)
     assert next(i.name for i in checker.verification_infos if i.max_abs_diff > 0.01) == "tanh"

@@ -479,6 +479,8 @@ class _VerificationInterpreter(torch.fx.Interpreter):
         self._names.update(program.model.graph.initializers)
         self._names.update(v.name for node in program.model.graph for v in node.outputs)
         self._args: tuple[Any, ...] = ()
+        self._order: list[str] = []  # the compared names, in graph order
+        self._fetched: dict[str, torch.Tensor] = {}
         self.verification_infos: list[VerificationInfo] = []
 
     def run(self, *args: Any, initial_env: dict[torch.fx.Node, Any] | None = None,
@@ -486,6 +488,10 @@ class _VerificationInterpreter(torch.fx.Interpreter):
         """Run the program on `args`, filling `verification_infos`; returns its outputs."""
         self.verification_infos = []
         self._args = tuple(torch.utils._pytree.tree_leaves(args))
+        self._fetched = {}
+        self._order = [name for n in self.module.graph.nodes if n.op == "call_function"
+                       for name in (n.name, *(f"{n.name}__{i}" for i in range(_items(n))))
+                       if name in self._names]
         return super().run(*args, initial_env=initial_env,
                            enable_io_processing=enable_io_processing)
 
@@ -501,8 +507,26 @@ class _VerificationInterpreter(torch.fx.Interpreter):
         else:
             pairs = []
         pairs = [(name, value) for name, value in pairs if name in self._names]
-        if pairs:
-            actual = self._program.compute_values([name for name, _ in pairs], self._args)
-            self.verification_infos += [VerificationInfo.from_tensors(name, value, got)
-                                        for (name, value), got in zip(pairs, actual)]
+        for name, value in pairs:
+            self.verification_infos.append(
+                VerificationInfo.from_tensors(name, value, self._onnx_value(name)))
         return result
+
+    def _onnx_value(self, name: str) -> torch.Tensor:
+        """The ONNX value `name`, fetched with the next names in one run (a run per
+        `_CHUNK` values, not per node)."""
+        if name not in self._fetched:
+            self._fetched.clear()
+            start = self._order.index(name) if name in self._order else -1
+            names = self._order[start:start + _CHUNK] if start >= 0 else [name]
+            self._fetched = dict(zip(names, self._program.compute_values(names, self._args)))
+        return self._fetched[name]
+
+
+_CHUNK = 64  # ONNX values fetched per ONNX Runtime run: bounded memory, few sessions
+
+
+def _items(node: torch.fx.Node) -> int:
+    """How many items a tuple-valued FX node has (0 for a tensor)."""
+    val = node.meta.get("val")
+    return len(val) if isinstance(val, (tuple, list)) else 0
