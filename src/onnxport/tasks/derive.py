@@ -340,6 +340,9 @@ def _text_inputs(model: Any, params: set[str], task: str, batch: int, seq: int) 
         names.append("token_type_ids")
     if decoder and "position_ids" in params and decoder_uses_position_ids(config):
         names.append("position_ids")
+    # Longformer's: optimum's input after the others (its example: the first token global)
+    if "global_attention_mask" in params:
+        names.append("global_attention_mask")
     max_pos = int(getattr(config, "max_position_embeddings", 0) or 0)
     seq = min(seq, max_pos - 6) if max_pos > 12 else seq
     choice = task == "multiple-choice"
@@ -365,6 +368,10 @@ def _text_inputs(model: Any, params: set[str], task: str, batch: int, seq: int) 
                                        else torch.zeros(rows, s, dtype=torch.long))
         if "position_ids" in names:
             feeds["position_ids"] = torch.arange(s).repeat(rows, 1)
+        if "global_attention_mask" in names:
+            # rows without a global token too (the last)
+            feeds["global_attention_mask"] = torch.zeros(rows, s, dtype=torch.long)
+            feeds["global_attention_mask"][:-1, 0] = 1
         if choice:
             feeds = {k: v.reshape(b, choices, s) for k, v in feeds.items()}
         return feeds

@@ -14,6 +14,8 @@ The patches, a module per library (each module's docstring says what its patches
 * `torchvision_models`: torchvision's classification and video models;
 * `timm`: timm's models;
 * `transformers`: transformers' models; `transformers_detr`: its DETR-style detectors;
+  `transformers_vits`: VITS's rational-quadratic spline without in-place writes;
+  `transformers_longformer`: Longformer's and LED's windowed attention with global tokens;
 * `diffusers`: diffusers' models.
 """
 
@@ -32,6 +34,8 @@ from onnxport.capture.library_patches import torchvision_detection as _torchvisi
 from onnxport.capture.library_patches import torchvision_models as _torchvision_models
 from onnxport.capture.library_patches import transformers as _transformers
 from onnxport.capture.library_patches import transformers_detr as _transformers_detr
+from onnxport.capture.library_patches import transformers_vits as _transformers_vits
+from onnxport.capture.library_patches import transformers_longformer as _transformers_longformer
 # (tests reach these through the package)
 from onnxport.capture.library_patches.torchvision_detection import (  # noqa: F401
     _batched_nms, _heatmaps_to_keypoints, _paste_masks_in_image)
@@ -40,7 +44,9 @@ from onnxport.capture.library_patches.torchvision_detection import (  # noqa: F4
 _PATCHES: dict[str, dict[tuple[str, str], Callable[..., Any]]] = {
     "torchvision": {**_torchvision_detection.PATCHES, **_torchvision_models.PATCHES},
     "timm": {**_timm.PATCHES},
-    "transformers": {**_transformers.PATCHES, **_transformers_detr.PATCHES},
+    "transformers": {**_transformers.PATCHES, **_transformers_detr.PATCHES,
+                     **_transformers_vits.PATCHES,
+                     **_transformers_longformer.PATCHES},
     "diffusers": {**_diffusers.PATCHES},
 }
 
