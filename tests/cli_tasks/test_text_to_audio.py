@@ -115,3 +115,26 @@ def test_noise_is_sampled_at_the_given_scales(vits: Any) -> None:
     assert np.isfinite(waveform).all()
     frames = spectrogram.shape[2]
     assert waveform.shape == (3, frames * int(np.prod(model.config.upsample_rates)))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_capture_patch_of_the_spline_is_exact(reverse: bool) -> None:
+    """library_patches.transformers_vits: the spline for every element and `where`, in
+    place of transformers' masked in-place writes; the same values, tails included."""
+    import transformers.models.vits.modeling_vits as vits_module
+
+    from onnxport.capture.library_patches.transformers_vits import PATCHES
+
+    (patched,) = PATCHES.values()
+    g = torch.Generator().manual_seed(0)
+    inputs = torch.randn(2, 1, 37, generator=g) * 4  # some beyond the tail bound of 5
+    assert bool((inputs.abs() > 5).any()) and bool((inputs.abs() < 5).any())
+    widths, heights = torch.randn(2, 2, 1, 37, 10, generator=g)
+    derivatives = torch.randn(2, 1, 37, 9, generator=g)
+    expected = vits_module._unconstrained_rational_quadratic_spline(
+        inputs, widths, heights, derivatives, reverse=reverse)
+    got = patched(inputs, widths, heights, derivatives, reverse=reverse)
+    for e, a in zip(expected, got):
+        # the same arithmetic on tensors of another length (all elements, not the masked
+        # ones): torch's vectorized log/sqrt may round the last bit otherwise (seen: 1 ulp)
+        torch.testing.assert_close(a, e, rtol=1e-6, atol=1e-6)
