@@ -8,7 +8,6 @@ at 0 the output is deterministic and compared with eager's at the same scales.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
