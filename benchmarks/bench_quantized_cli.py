@@ -84,6 +84,9 @@ job = json.load(open(sys.argv[1]))
 models = {name: og.Model(folder) for name, folder in job["folders"].items()}
 prompt = np.array(job["prompt"], dtype=np.int32)
 runs = {name: [] for name in models}
+cpu = {name: [] for name in models}
+rounds = {name: [] for name in models}
+rounds_cpu = {name: [] for name in models}
 tokens = {}
 for r in range(job["rounds"] + 1):  # the first round warms up
     names = list(models)[r % len(models):] + list(models)[:r % len(models)]
@@ -93,16 +96,21 @@ for r in range(job["rounds"] + 1):  # the first round warms up
                                   min_length=prompt.shape[1] + job["new"])
         gen = og.Generator(models[name], params)
         gen.append_tokens(prompt)
-        times = []
+        times, times_cpu = [], []
         while not gen.is_done():
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             gen.generate_next_token()
             times.append(time.perf_counter() - t)
+            times_cpu.append(time.thread_time() - c)
         if r:
             runs[name].extend(times[1:])
+            cpu[name].extend(times_cpu[1:])
+            rounds[name].append(float(np.median(times[1:])))
+            rounds_cpu[name].append(float(np.median(times_cpu[1:])))
         tokens[name] = list(map(int, gen.get_sequence(0)))
-out = {name: {"tokens": tokens[name], "step_ms": 1e3 * float(np.median(runs[name]))}
-       for name in models}
+out = {name: {"tokens": tokens[name], "step_ms": 1e3 * float(np.median(runs[name])),
+              "cpu_ms": 1e3 * float(np.median(cpu[name])), "rounds": rounds[name],
+              "rounds_cpu": rounds_cpu[name]} for name in models}
 json.dump(out, open(job["output"], "w"))
 '''
 
@@ -432,16 +440,21 @@ def int4_decode(ns: argparse.Namespace) -> str:
                      f"{spread(res, name, 'builder int4', 'rounds_cpu')} | "
                      f"{counts[name][0]} / {counts[name][1]} |")
     lines += ["", "onnxruntime-genai 0.18 (og.Model per folder, 1 intra-op thread, greedy, median "
-              "ms per token after the first over the rounds):", ""]
+              "ms per token after the first over the rounds, wall and calling-thread CPU time):",
+              ""]
     if "error" in genai:
         lines.append(f"genai FAILED: {genai['error']}")
     else:
-        lines += ["| folder | ms/token | ratio to builder | tokens = onnxport int4's ORT greedy |",
-                  "|---|---|---|---|"]
+        lines += ["| folder | ms/token | ratio to builder | per-round range | CPU ms/token | CPU "
+                  "ratio | per-round CPU range | tokens = onnxport int4's ORT greedy |",
+                  "|---|---|---|---|---|---|---|---|"]
+        b = genai["builder int4"]
         for name, g in genai.items():
             same = g["tokens"] == res["onnxport int4"]["tokens"][0].tolist()
-            lines.append(f"| {name} | {g['step_ms']:.3f} | "
-                         f"{g['step_ms'] / genai['builder int4']['step_ms']:.3f} | "
+            lines.append(f"| {name} | {g['step_ms']:.3f} | {g['step_ms'] / b['step_ms']:.3f} | "
+                         f"{spread(genai, name, 'builder int4')} | {g['cpu_ms']:.3f} | "
+                         f"{g['cpu_ms'] / b['cpu_ms']:.3f} | "
+                         f"{spread(genai, name, 'builder int4', 'rounds_cpu')} | "
                          f"{'yes' if same else 'no'} |")
     lines += ["", f"Prefill logits (4 x 64 random tokens) against float eager (std "
               f"{eager.std():.2f}):", "",
