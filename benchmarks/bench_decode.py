@@ -134,9 +134,16 @@ def export_torch_onnx(model: Any, path: Path) -> None:
 
 
 def export_builder(ckpt: Path, out: Path) -> Path:
-    cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(ckpt), "-o",
-           str(out), "-p", "fp32", "-e", "cpu", "-c", str(out / "cache")]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """The builder runs in its own venv (onnxruntime-genai is not in this environment):
+    bench_quantized_cli.builder_python() makes it once."""
+    from bench_quantized_cli import builder_python
+
+    cmd = [str(builder_python()), "-m", "onnxruntime_genai.models.builder", "-i", str(ckpt),
+           "-o", str(out), "-p", "fp32", "-e", "cpu", "-c", str(out / "cache")]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode:
+        raise RuntimeError(f"the builder failed:\n{proc.stderr[-3000:]}")
     return out / "model.onnx"
 
 
