@@ -159,6 +159,24 @@ def test_constant_rotary_tables() -> None:
             for cache in node.inputs[7:9]:
                 assert cache.producer().op_type == "Constant"
                 assert cache.const_value.numpy().shape == (128, 8)
+    # GQA's lengths and bias read attention_mask's columns up to P + S by a Slice (which
+    # clamps to the mask's length): no Min; a mask longer than P + S gives the same logits
+    # (its first P + S columns, as the unfused graph's gather reads them)
+    assert counts["Min"] == 0
+    total = next(n for n in program.model.graph if n.op_type == "GroupQueryAttention").inputs[6]
+    shape = total.producer().inputs[0].producer()
+    assert shape.op_type == "Shape" and shape.inputs[0].producer().op_type == "Slice"
+    session = _session(program)
+    rng = np.random.default_rng(5)
+    past = {i.name: rng.standard_normal((2, 2, 3, 16)).astype(np.float32)
+            for i in session.get_inputs() if i.name.startswith("past_key_values.")}
+    ids = rng.integers(3, 96, (2, 2))
+    mask = np.ones((2, 5), np.int64)
+    mask[0, 0] = 0
+    exact = session.run(["logits"], {"input_ids": ids, "attention_mask": mask, **past})[0]
+    longer = np.concatenate([mask, np.zeros((2, 3), np.int64)], axis=1)
+    got = session.run(["logits"], {"input_ids": ids, "attention_mask": longer, **past})[0]
+    np.testing.assert_array_equal(got, exact)
     _decode_equals_eager(model, program)
 
 
