@@ -62,8 +62,11 @@ def is_safe_inplace(node: torch.fx.Node) -> bool:
     seen = {head}
     while group:
         member = group.pop()
+        last = not any(functional_variant(u.target) is not None and u.args[0] is member
+                       for u in member.users)
         for user in member.users:
-            if _is_view(user):
+            if _is_view(user) and not last:
+                # (a view of the last write in the chain sees no later write: safe)
                 return False
             if functional_variant(user.target) is not None and user.args[0] is member \
                     and user not in seen:

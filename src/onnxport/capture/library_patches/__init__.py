@@ -84,14 +84,18 @@ def library_patches(size_names: dict[str, str] | None = None) -> Iterator[None]:
             for (module_name, attribute), replacement in patches.items():
                 module = _resolve(module_name)
                 builtin = isinstance(module, type(sys)) and hasattr(builtins, attribute)
+                # (a method a class inherits, such as torch.Tensor's from its C base: the
+                # patch on the class is deleted again on exit, as a builtin's shadow)
+                inherited = isinstance(module, type) and attribute not in vars(module)
                 if module is not None and (hasattr(module, attribute) or builtin):
-                    current = vars(module).get(attribute, absent) if builtin else getattr(
-                        module, attribute)
+                    current = vars(module).get(attribute, absent) if builtin or inherited \
+                        else getattr(module, attribute)
                     saved.append((module, attribute, current))
                     # (nested: the outer context's original, not its replacement)
                     state.ORIGINALS.setdefault(
                         (module_name, attribute),
-                        getattr(builtins, attribute) if current is absent else current)
+                        getattr(module if inherited else builtins, attribute)
+                        if current is absent else current)
                     setattr(module, attribute, replacement)
         yield
     finally:
