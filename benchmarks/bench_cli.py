@@ -1,6 +1,7 @@
 """optimum-cli vs onnxport on the same tiny checkpoints, interleaved, in the same run.
 
-    python benchmarks/bench_cli.py [--only llama,bert] [--rounds 2] [--floor] [--out bench_cli.md]
+    python benchmarks/bench_cli.py [--only llama,bert] [--rounds 2] [--floor] [--serial]
+                                   [--out bench_cli.md]
 
 For each checkpoint of tests/cli_tasks/checkpoints.py (saved with save_pretrained, random
 weights; default: llama, qwen2, gpt2, bert, t5, vit, whisper, clip), runs
@@ -12,10 +13,12 @@ as subprocesses, --rounds times (at least 2), the two tools alternating which go
 each round (optimum-cli first in even rounds), and records per tool the median wall-clock
 seconds (process start to exit, imports included), pass or fail (exit status 0 in every
 round, which for both tools includes their own validation: onnxport validates by default),
-and the .onnx files written. The ratio per checkpoint is onnxport's median over
-optimum-cli's. optimum-onnx 0.1 needs transformers < 4.58, so optimum-cli runs in the client
-venv that tests/cli_tasks builds (`.venv-clients/<key>`, the key conftest.py derives from
-this interpreter; ONNXPORT_CLIENT_VENV overrides). Whether the clients load the folders is
+the CPU seconds (user + system, the process and those it waited for: onnxport's forked
+export worker, tasks/workers.py, included), and the .onnx files written. The ratio per
+checkpoint is onnxport's median over optimum-cli's. optimum-onnx 0.1 needs transformers
+< 4.58, so optimum-cli runs in the client venv that tests/cli_tasks builds
+(`.venv-clients/<key>`, the key conftest.py derives from this interpreter;
+ONNXPORT_CLIENT_VENV overrides). Whether the clients load the folders is
 what tests/cli_tasks/test_clients.py checks.
 
 onnxport runs through `bench_cli.py --run-onnxport ARGS`, which is `onnxport ARGS` (the
@@ -46,6 +49,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import site
 import statistics
@@ -69,10 +73,16 @@ _MARK = "BENCH_CLI_TIMINGS "
 
 
 def _run(cmd: list[str], env: dict[str, str] | None = None,
-         ) -> tuple[float, int, str, str]:
+         ) -> tuple[float, int, str, str, float]:
+    """(wall seconds, exit status, stdout, stderr, CPU seconds): the CPU time (user + system)
+    of the process and of every process it waited for (a forked export worker's too)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
-    return time.perf_counter() - start, proc.returncode, proc.stdout, proc.stderr
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, proc.returncode, proc.stdout, proc.stderr, cpu
 
 
 def _files(folder: Path) -> str:
@@ -83,18 +93,18 @@ def _files(folder: Path) -> str:
 
 def run_onnxport(argv: list[str]) -> int:
     """The `onnxport ARGV` console script (`onnxport.cli:entry`), printing the import time of
-    the command and each export's stage times on stderr before it exits."""
+    the command and each export's stage times on stderr before it exits (a graph exported by
+    a forked worker, tasks/workers.py, prints its own line)."""
     t0 = time.perf_counter()
     import onnxport.cli as cli
     import onnxport._stages as stages
 
     imports = time.perf_counter() - t0
-    graphs: list[dict[str, float]] = []
     succeeded = stages.ExportRun.succeeded
 
     def record(self: Any) -> None:
         succeeded(self)
-        graphs.append(dict(self.timings))
+        print(_MARK + json.dumps({"graph": dict(self.timings)}), file=sys.stderr, flush=True)
 
     stages.ExportRun.succeeded = record  # type: ignore[method-assign]
     main = cli.main
@@ -103,8 +113,7 @@ def run_onnxport(argv: list[str]) -> int:
         try:
             return main(args)
         finally:
-            print(_MARK + json.dumps({"imports": imports, "graphs": graphs}), file=sys.stderr,
-                  flush=True)
+            print(_MARK + json.dumps({"imports": imports}), file=sys.stderr, flush=True)
 
     cli.main = timed_main  # type: ignore[assignment]
     sys.argv = ["onnxport", *argv]
@@ -118,13 +127,17 @@ _STEP = re.compile(r"\b(load|export|save|validate|total) ([0-9.]+)s\b")
 def _onnxport_split(stdout: str, stderr: str, wall: float) -> dict[str, float]:
     """imports, load, capture, translate, passes, export (rest), save, validate, wall."""
     split: dict[str, float] = {}
+    graphs = []
     for line in stderr.splitlines():
         if line.startswith(_MARK):
             data = json.loads(line[len(_MARK):])
-            split["imports"] = data["imports"]
-            for stage in ("capture", "translate", "passes"):
-                split[stage] = sum(g.get(stage, 0.0) for g in data["graphs"])
-            split["graphs"] = len(data["graphs"])
+            if "graph" in data:
+                graphs.append(data["graph"])
+            else:
+                split["imports"] = data["imports"]
+    for stage in ("capture", "translate", "passes"):
+        split[stage] = sum(g.get(stage, 0.0) for g in graphs)
+    split["graphs"] = len(graphs)
     last = [line for line in stdout.splitlines() if line.startswith("exported ")]
     if last:
         steps = dict((k, float(v)) for k, v in _STEP.findall(last[-1].rsplit("(", 1)[-1]))
@@ -168,7 +181,7 @@ def floor(ck: Path, task: str, env: dict[str, str]) -> tuple[float, float]:
     """
     imports = min(_run([sys.executable, "-c", _FLOOR_IMPORTS, str(ck), task], env)[0]
                   for _ in range(2))
-    _, rc, out, err = _run([sys.executable, "-c", _FLOOR_WARM, str(ck), task], env)
+    _, rc, out, err, _ = _run([sys.executable, "-c", _FLOOR_WARM, str(ck), task], env)
     if rc:
         raise RuntimeError(err[-2000:])
     return imports, json.loads(out.strip().splitlines()[-1])["export"]
@@ -214,6 +227,9 @@ def main() -> int:
                         help="also measure the least a torch.export-based export needs per "
                              "checkpoint (imports + load, and the warm export step) against "
                              "optimum-cli's median")
+    parser.add_argument("--serial", action="store_true",
+                        help="also run onnxport with ONNXPORT_EXPORT_WORKERS=0 (no forked "
+                             "export worker) in the same rounds, and compare")
     ns = parser.parse_args()
     if ns.rounds < 2:
         parser.error("--rounds must be at least 2 (the order alternates between rounds)")
@@ -228,16 +244,22 @@ def main() -> int:
         return 2
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     optimum_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    serial_env = {**env, "ONNXPORT_EXPORT_WORKERS": "0"}
     onnxport_cmd = [sys.executable, str(Path(__file__).resolve()), "--run-onnxport"]
     _compile_onnxport()
     load_before = _load()
     rows = ["| checkpoint | task | optimum-cli s (median) | optimum-cli | onnxport s (median) | "
             "onnxport | onnxport / optimum | optimum-cli s, each round | onnxport s, each "
-            "round | optimum files | onnxport files |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            "round | CPU s optimum-cli / onnxport (median) | CPU onnxport / optimum | "
+            "optimum files | onnxport files |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     splits = ["| checkpoint | graphs | imports | load | capture | translate | passes | "
               "export other | save | validate | rest | wall |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    serials = ["| checkpoint | onnxport s (median) | serial s (median) | onnxport / serial | "
+               "serial s, each round | onnxport CPU s | serial CPU s | CPU onnxport / serial | "
+               "onnxport / optimum | serial / optimum | serial |",
+               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     floors = ["| checkpoint | (a) start, imports, load | (b) warm export step | floor (a) + (b) "
               "| optimum-cli (median) | floor / optimum-cli | onnxport / optimum-cli |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -250,7 +272,7 @@ def main() -> int:
     h_o, h_p = statistics.median(helps["optimum"]), statistics.median(helps["onnxport"])
     rows.append(f"| (`export --help`: start + imports) | - | {h_o:.1f} | - | {h_p:.1f} | - | "
                 f"{h_p / h_o:.2f} | {_each(helps['optimum'])} | {_each(helps['onnxport'])} "
-                f"| - | - |")
+                f"| - | - | - | - |")
     print(rows[-1], flush=True)
     ratios: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -263,16 +285,20 @@ def main() -> int:
                      OPTIMUM_TASK.get(name, task), *OPTIMUM_ARGS.get(name, []), str(out_o)]
             cmd_p = [*onnxport_cmd, "export", "--model", str(ck), "--task", task,
                      "--overwrite", str(out_p)]
-            times: dict[str, list[float]] = {"optimum": [], "onnxport": []}
-            ok = {"optimum": True, "onnxport": True}
+            tools = ["optimum", "onnxport"] + (["serial"] if ns.serial else [])
+            times: dict[str, list[float]] = {tool: [] for tool in tools}
+            cpu: dict[str, list[float]] = {tool: [] for tool in tools}
+            ok = {tool: True for tool in tools}
             last: dict[str, tuple[str, str]] = {}
             for r in range(ns.rounds):
-                for tool in (("optimum", "onnxport") if r % 2 == 0 else ("onnxport", "optimum")):
+                for tool in _order(tools, r):
                     if tool == "optimum" and out_o.exists():
                         shutil.rmtree(out_o)  # optimum-cli writes into a folder as it is
-                    t, rc, out_text, err = _run(cmd_o if tool == "optimum" else cmd_p,
-                                                optimum_env if tool == "optimum" else env)
+                    t, rc, out_text, err, c = _run(cmd_o if tool == "optimum" else cmd_p,
+                                                   {"optimum": optimum_env,
+                                                    "serial": serial_env}.get(tool, env))
                     times[tool].append(t)
+                    cpu[tool].append(c)
                     ok[tool] &= rc == 0
                     last[tool] = out_text, err
                     if rc:
@@ -282,11 +308,20 @@ def main() -> int:
                               + "\n    ".join(tail), file=sys.stderr)
             t_o, t_p = statistics.median(times["optimum"]), statistics.median(times["onnxport"])
             ratios[name] = t_p / t_o
+            c_o, c_p = statistics.median(cpu["optimum"]), statistics.median(cpu["onnxport"])
             rows.append(f"| {name} | {task} | {t_o:.1f} | {'pass' if ok['optimum'] else 'FAIL'} "
                         f"| {t_p:.1f} | {'pass' if ok['onnxport'] else 'FAIL'} | {t_p / t_o:.2f} "
                         f"| {_each(times['optimum'])} | {_each(times['onnxport'])} "
+                        f"| {c_o:.1f} / {c_p:.1f} | {c_p / c_o:.2f} "
                         f"| {_files(out_o)} | {_files(out_p)} |")
             print(rows[-1], flush=True)
+            if ns.serial:
+                t_s, c_s = statistics.median(times["serial"]), statistics.median(cpu["serial"])
+                serials.append(f"| {name} | {t_p:.1f} | {t_s:.1f} | {t_p / t_s:.2f} | "
+                               f"{_each(times['serial'])} | {c_p:.1f} | {c_s:.1f} | "
+                               f"{c_p / c_s:.2f} | {t_p / t_o:.2f} | {t_s / t_o:.2f} | "
+                               f"{'pass' if ok['serial'] else 'FAIL'} |")
+                print(serials[-1], flush=True)
             s = _onnxport_split(*last["onnxport"], times["onnxport"][-1])
             stages = sum(s.get(k, 0.0) for k in ("capture", "translate", "passes"))
             accounted = s.get("imports", 0.0) + s.get("cli_total", 0.0)
@@ -312,6 +347,11 @@ def main() -> int:
             "capture/translate/passes: summed over the graphs; export other: the rest of the "
             "CLI's export step; rest: interpreter start, the imports the export does before "
             "it starts its clock, argument parsing, exit):\n\n" + "\n".join(splits) + "\n")
+    if ns.serial:
+        text += ("\nonnxport as above beside `serial`, the same command with "
+                 "ONNXPORT_EXPORT_WORKERS=0 (every graph exported in the CLI's process, no "
+                 "forked worker), in the same rounds (the three commands rotate):\n\n"
+                 + "\n".join(serials) + "\n")
     if ns.floor:
         text += ("\nThe floor (`--floor`): (a) a process that starts, imports torch, "
                  "transformers and the model's code, onnx_ir, onnxruntime and torch.export's "
@@ -322,6 +362,13 @@ def main() -> int:
     Path(ns.out).write_text(text)
     print(text)
     return 0
+
+
+def _order(tools: list[str], r: int) -> list[str]:
+    """The tools in round r: optimum-cli first in even rounds (two tools); three rotate."""
+    if len(tools) == 2:
+        return tools if r % 2 == 0 else tools[::-1]
+    return tools[r % len(tools):] + tools[:r % len(tools)]
 
 
 def _each(times: list[float]) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from onnxport.errors import OnnxExporterError
-from onnxport.tasks import checkpoint, registry, streaming
+from onnxport.tasks import checkpoint, registry, streaming, workers
 from onnxport.tasks.errors import OutputDirError, TaskError, TaskExportError, ValidationError
 from onnxport.tasks.specs import GraphSpec, decoder_uses_position_ids, float_dtype
 from onnxport.tasks.quantized import (
@@ -336,26 +336,71 @@ def _export_and_save_each(plan: _Plan, model: torch.nn.Module, specs: list[Graph
                           save_progress: Callable[[str, int, int], None] | None,
                           seconds: dict[str, float]) -> dict[str, dict[str, str]]:
     """Export each graph into `staging`, one at a time (a program is dropped once saved).
-    Returns the quantized weights' layouts by file (empty without quantization)."""
+    With three graphs or more, the last one is exported by a forked worker (tasks/workers.py)
+    once the first is done, beside the parent's others; `seconds` stays wall-clock (the
+    parent's steps and its wait for the worker). Returns the quantized weights' layouts by
+    file (empty without quantization)."""
     layouts: dict[str, dict[str, str]] = {}
     seconds["export"] = seconds["save"] = 0.0
-    for spec in specs:
-        t0 = time.perf_counter()
-        program = _export_graph(plan, model, spec, staging, say)
-        if plan.qspec is not None:
-            layouts[spec.filename] = _quantize(plan, program, spec, say)
-        seconds["export"] += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        _save_graph(plan, program, spec, staging, save_progress)
-        del program
-        if plan.weights is not None:
-            plan.weights.close()
-        size = sum(p.stat().st_size for p in staging.glob(spec.filename + "*"))
-        took = time.perf_counter() - t0
-        seconds["save"] += took
-        say(f"saved {spec.filename} ({size:,} bytes) in {took:.1f}s "
-            f"({size / 1e6 / max(took, 1e-9):.0f} MB/s)")
+    worker: workers.Worker | None = None
+    try:
+        for i, spec in enumerate(specs):
+            if worker is not None and spec is specs[-1]:
+                t0 = time.perf_counter()
+                lines, worker = worker.result(), None
+                seconds["export"] += time.perf_counter() - t0  # the wait: wall-clock steps
+                if lines is not None:  # else: exported here, where its error is raised
+                    for line in lines:
+                        say(line)
+                    continue
+            _export_and_save_one(plan, model, spec, staging, say, save_progress, seconds,
+                                 layouts)
+            if i == 0 and len(specs) >= 3 and _forkable(plan):
+                worker = workers.fork(functools.partial(_exported_in_worker, plan, model,
+                                                        specs[-1], staging))
+    except BaseException:
+        if worker is not None:
+            worker.cancel()
+        raise
     return layouts
+
+
+def _exported_in_worker(plan: _Plan, model: torch.nn.Module, spec: GraphSpec,
+                        staging: Path) -> list[str]:
+    """One graph exported and saved in a forked worker; returns its progress lines, which
+    the parent says when it collects them."""
+    lines: list[str] = []
+    _export_and_save_one(plan, model, spec, staging, lines.append, None,
+                         {"export": 0.0, "save": 0.0}, {})
+    return lines
+
+
+def _forkable(plan: _Plan) -> bool:
+    """A worker process only on the in-memory route without quantization (the streamed
+    route reads its checkpoint through shared file handles; quantization returns layouts),
+    and where the machine has a second core (`workers.can_fork`)."""
+    return plan.weights is None and plan.qspec is None and workers.can_fork()
+
+
+def _export_and_save_one(plan: _Plan, model: torch.nn.Module, spec: GraphSpec, staging: Path,
+                         say: Callable[[str], None],
+                         save_progress: Callable[[str, int, int], None] | None,
+                         seconds: dict[str, float], layouts: dict[str, dict[str, str]]) -> None:
+    t0 = time.perf_counter()
+    program = _export_graph(plan, model, spec, staging, say)
+    if plan.qspec is not None:
+        layouts[spec.filename] = _quantize(plan, program, spec, say)
+    seconds["export"] += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _save_graph(plan, program, spec, staging, save_progress)
+    del program
+    if plan.weights is not None:
+        plan.weights.close()
+    size = sum(p.stat().st_size for p in staging.glob(spec.filename + "*"))
+    took = time.perf_counter() - t0
+    seconds["save"] += took
+    say(f"saved {spec.filename} ({size:,} bytes) in {took:.1f}s "
+        f"({size / 1e6 / max(took, 1e-9):.0f} MB/s)")
 
 
 def _export_graph(plan: _Plan, model: torch.nn.Module, spec: GraphSpec, staging: Path,
