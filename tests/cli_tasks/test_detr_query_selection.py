@@ -6,7 +6,10 @@ across all candidates: eager and ONNX Runtime kept other queries and `pred_boxes
 up to 0.9. Validation now runs eager again with ONNX's tie order and lists the tie
 (tasks/ties.py). Their `batch_size = len(source_flatten)` specialized the batch; the
 capture-only `len` patch (capture/library_patches/transformers_detr.py) keeps it dynamic, so
-non-strict capture holds and the slow strict retry is gone.
+non-strict capture holds and the slow strict retry is gone. Their in-place writes into views
+(`grid_xy[..., 0] /= width`, `spatial_shapes[level, 0] = height`) made capture re-trace the
+whole program to functionalize it; the same patches write out of place, or on the tensor
+itself, and capture runs once.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
 from onnxport.tasks.ties import eager_with_onnx_ties
 from tests.cli_tasks.conftest import run_cli
@@ -98,3 +102,82 @@ def test_len_patch_applies_during_capture_only() -> None:
         with pytest.raises(TypeError):
             modeling_rt_detr.len(torch.tensor(1.0))
     assert "len" not in vars(modeling_rt_detr)  # deleted on exit: Python's len again
+
+
+def test_detector_captures_once() -> None:
+    """No whole-program re-trace: every in-place write of D-FINE's capture is translated as
+    its functional form (the re-trace cost twice the capture)."""
+    from onnxport.capture import capture
+
+    torch.manual_seed(0)
+    model = _d_fine().eval()
+    pixels = torch.rand(2, 3, 64, 64)
+    captured = capture(model, (pixels,), None, dynamic_shapes=({0: torch.export.Dim("batch")},),
+                       has_translation=lambda target: True)
+    assert captured.strategy == "non-strict" and not captured.retraced, captured.attempts
+
+
+def test_out_of_place_anchors_equal_transformers() -> None:
+    from transformers.models.d_fine.modeling_d_fine import DFineModel
+
+    from onnxport.capture.library_patches import transformers_detr
+
+    model = _d_fine().model
+    for shapes in (((8, 8), (4, 4), (2, 2)), ((5, 7), (3, 4))):
+        expected = DFineModel._cached_generate_anchors(shapes, 0.05, "cpu", torch.float32)
+        got = transformers_detr._generate_anchors(model, shapes)
+        for a, b in zip(got, expected, strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+class _Writes(torch.nn.Module):
+    def __init__(self, view_between: bool) -> None:
+        super().__init__()
+        self.view_between = view_between
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = torch.zeros(3, 2)
+        t.index_put_((torch.tensor(0), torch.tensor(1)), x.sum())
+        before = t[:, 1] if self.view_between else None  # aliases t: sees the write below
+        t.add_(1)
+        after = t[:, 1] * 2
+        return after if before is None else after + before
+
+
+@pytest.mark.parametrize("view_between", [False, True])
+def test_view_after_the_last_write_needs_no_retrace(view_between: bool) -> None:
+    from onnxport.capture import capture
+
+    x = torch.rand(4)
+    captured = capture(_Writes(view_between), (x,), None, has_translation=lambda target: True)
+    assert captured.retraced is view_between
+    program = onnxport.export(_Writes(view_between), (x,), dynamo=True)
+    torch.testing.assert_close(program(x)[0], _Writes(view_between)(x))
+
+
+def test_element_writes_patch_applies_to_the_detectors_modules_only() -> None:
+    from transformers.models.d_fine import modeling_d_fine
+
+    from onnxport.capture.library_patches import library_patches
+
+    class Calls(TorchFunctionMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: list[str] = []
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            self.names.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    with library_patches():
+        assert "__setitem__" in vars(torch.Tensor)
+        t = torch.zeros(2, 2)
+        with Calls() as here:
+            t[0, 1] = 3  # from here: Tensor.__setitem__'s own
+        with Calls() as there:
+            exec("t[1, 0] = 5", vars(modeling_d_fine) | {"t": t})  # the patched write
+        assert t.tolist() == [[0, 3], [5, 0]]
+        assert "index_put_" not in here.names and "index_put_" in there.names, (here.names,
+                                                                                  there.names)
+    assert "__setitem__" not in vars(torch.Tensor)  # deleted on exit: inherited again
