@@ -121,6 +121,9 @@ def add_export_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--dtypes", default=None, metavar="LIST",
                    help="--layout transformers.js: the dtypes written, comma-separated, from "
                         "fp32,fp16,q8,int8,uint8,q4,bnb4,q4f16 (default: all)")
+    g.add_argument("--model-kwargs", default=None, metavar="JSON",
+                   help="optimum-cli's model kwargs, a JSON object: SpeechT5 text-to-audio "
+                        "takes '{\"vocoder\": DIR}', DIR a local SpeechT5HifiGan folder")
     g.add_argument("--verbose", action="store_true",
                    help="also show other libraries' warnings and log lines (torch, torchao, "
                         "transformers); by default only onnxport's own lines and warnings show")
@@ -209,7 +212,7 @@ def run_export(ns: argparse.Namespace, output_dir: str | None) -> int:
             block_size=getattr(ns, "block_size", None),
             symmetric=not getattr(ns, "asymmetric", False),
             accuracy_level=getattr(ns, "accuracy_level", None), progress=say,
-            save_progress=saving)
+            save_progress=saving, model_kwargs=getattr(ns, "model_kwargs", None))
     except OnnxExporterError as e:
         return export_failed(e, close)
     close()

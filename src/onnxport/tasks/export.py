@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from onnxport.errors import OnnxExporterError
-from onnxport.tasks import checkpoint, registry, streaming, workers
+from onnxport.tasks import checkpoint, registry, speecht5, streaming, workers
 from onnxport.tasks.errors import OutputDirError, TaskError, TaskExportError, ValidationError
 from onnxport.tasks.specs import GraphSpec, decoder_uses_position_ids, float_dtype
 from onnxport.tasks.quantized import (
@@ -124,6 +124,7 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
                       accuracy_level: int | None = None,
                       progress: Callable[[str], None] | None = None,
                       save_progress: Callable[[str, int, int], None] | None = None,
+                      model_kwargs: str | dict[str, Any] | None = None,
                       ) -> ExportResult:
     """Export a local transformers checkpoint for a task into `output_dir`, as optimum does.
 
@@ -171,6 +172,8 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
         progress: Called with a line per step (load, export, save, validate).
         save_progress: Called as `save_progress(filename, bytes_written, total_bytes)`
             while weights are written to external data.
+        model_kwargs: optimum-cli's --model-kwargs (a JSON object or a dict): SpeechT5's
+            `{"vocoder": DIR}`, DIR a local SpeechT5HifiGan folder (tasks/speecht5.py).
 
     Returns:
         An `ExportResult` (task chosen and why, route and why, files, validation rows and
@@ -195,7 +198,8 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
                  target=_parse_target(target, accuracy_level),
                  qspec=QuantizeSpec.parse(quantize, block_size=block_size, symmetric=symmetric))
     seconds: dict[str, float] = {}
-    model = _load(plan, say, since=start)
+    extras = _model_kwargs(plan, model_kwargs)
+    model = speecht5.apply_model_kwargs(_load(plan, say, since=start), extras)
     seconds["load"] = time.perf_counter() - start
     specs = _build_graphs(plan, model)
     plan.out.parent.mkdir(parents=True, exist_ok=True)
@@ -287,6 +291,15 @@ def _plan(model_dir: Path, out: Path, task: str | None, say: Callable[[str], Non
     return _Plan(model_dir, out, config, task_name, reason, family, auto_class, dtype, opset,
                  qspec=qspec, route=route, weights=weights, validate=validate,
                  trust_remote_code=trust_remote_code, **options)
+
+
+def _model_kwargs(plan: _Plan, model_kwargs: str | dict[str, Any] | None) -> dict[str, Any]:
+    """--model-kwargs checked against the model type and loaded (before the model)."""
+    kwargs = speecht5.parse_model_kwargs(model_kwargs)
+    if kwargs and plan.route.stream:
+        raise TaskError("--model-kwargs needs the in-memory route (validation reloads the "
+                        "model there); drop --stream-weights")
+    return speecht5.check_model_kwargs(plan.config.model_type, kwargs)
 
 
 def _load(plan: _Plan, say: Callable[[str], None], since: float) -> torch.nn.Module:

@@ -274,6 +274,10 @@ def graphs_for(model: Any, family: str, task: str, *, batch: int = 2,
         from onnxport.tasks.seq2seq import seq2seq_graphs
 
         return seq2seq_graphs(model, family, task, batch, sequence)
+    if family == "text-to-audio" and model.config.model_type == "speecht5":
+        from onnxport.tasks.speecht5 import speecht5_graphs
+
+        return speecht5_graphs(model, task, batch, sequence)
     if family == "text-to-audio":
         from onnxport.tasks.text_to_audio import text_to_audio_graphs
 

@@ -111,6 +111,8 @@ SUPPORTED: dict[str, tuple[str, tuple[str, ...]]] = {
         "wav2vec2", "hubert", "wavlm")},
     "clip": ("clip", ("zero-shot-image-classification", "feature-extraction")),
     "vits": ("text-to-audio", ("text-to-audio",)),
+    # with a vocoder given as --model-kwargs '{"vocoder": DIR}' (tasks/speecht5.py)
+    "speecht5": ("text-to-audio", ("text-to-audio",)),
 }
 
 # Suffixes of architecture class names, most specific first, and the task each means.
@@ -155,6 +157,8 @@ def tasks_for(model_type: str) -> tuple[str, ...]:
 def plan(model_type: str, task: str) -> tuple[str, str]:
     """(graph family, transformers Auto class) that export `task` for `model_type`."""
     family, listed = SUPPORTED.get(model_type, ("", ()))
+    if model_type == "speecht5" and task == "text-to-audio":  # a spectrogram model
+        return family, "AutoModelForTextToSpectrogram"
     if task in listed:
         return family, TASKS[task].auto_class
     from onnxport.tasks.derive import auto_class, derived_family
@@ -183,6 +187,8 @@ def detect_task(config: Any) -> tuple[str, str]:
         if model_type == "clip" and arch == "CLIPModel":
             return "zero-shot-image-classification", f"architecture {arch}"
         if model_type == "vits":  # VitsModel: its only task
+            return "text-to-audio", f"architecture {arch}"
+        if model_type == "speecht5" and arch == "SpeechT5ForTextToSpeech":
             return "text-to-audio", f"architecture {arch}"
         if model_type in ("wav2vec2", "hubert", "wavlm") and arch.endswith(
                 "ForSequenceClassification"):
