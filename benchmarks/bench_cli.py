@@ -1,6 +1,6 @@
 """optimum-cli vs onnxport on the same tiny checkpoints, interleaved, in the same run.
 
-    python benchmarks/bench_cli.py [--only llama,bert] [--rounds 2] [--floor] [--serial]
+    python benchmarks/bench_cli.py [--only llama,bert] [--rounds 2] [--floor] [--workers]
                                    [--out bench_cli.md]
 
 For each checkpoint of tests/cli_tasks/checkpoints.py (saved with save_pretrained, random
@@ -13,8 +13,8 @@ as subprocesses, --rounds times (at least 2), the two tools alternating which go
 each round (optimum-cli first in even rounds), and records per tool the median wall-clock
 seconds (process start to exit, imports included), pass or fail (exit status 0 in every
 round, which for both tools includes their own validation: onnxport validates by default),
-the CPU seconds (user + system, the process and those it waited for: onnxport's forked
-export worker, tasks/workers.py, included), and the .onnx files written. The ratio per
+the CPU seconds (user + system, the process and those it waited for: a forked export
+worker's, tasks/workers.py, included), and the .onnx files written. The ratio per
 checkpoint is onnxport's median over optimum-cli's. optimum-onnx 0.1 needs transformers
 < 4.58, so optimum-cli runs in the client venv that tests/cli_tasks builds
 (`.venv-clients/<key>`, the key conftest.py derives from this interpreter;
@@ -227,8 +227,8 @@ def main() -> int:
                         help="also measure the least a torch.export-based export needs per "
                              "checkpoint (imports + load, and the warm export step) against "
                              "optimum-cli's median")
-    parser.add_argument("--serial", action="store_true",
-                        help="also run onnxport with ONNXPORT_EXPORT_WORKERS=0 (no forked "
+    parser.add_argument("--workers", action="store_true",
+                        help="also run onnxport with ONNXPORT_EXPORT_WORKERS=1 (a forked "
                              "export worker) in the same rounds, and compare")
     ns = parser.parse_args()
     if ns.rounds < 2:
@@ -244,7 +244,7 @@ def main() -> int:
         return 2
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     optimum_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
-    serial_env = {**env, "ONNXPORT_EXPORT_WORKERS": "0"}
+    workers_env = {**env, "ONNXPORT_EXPORT_WORKERS": "1"}
     onnxport_cmd = [sys.executable, str(Path(__file__).resolve()), "--run-onnxport"]
     _compile_onnxport()
     load_before = _load()
@@ -256,9 +256,9 @@ def main() -> int:
     splits = ["| checkpoint | graphs | imports | load | capture | translate | passes | "
               "export other | save | validate | rest | wall |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    serials = ["| checkpoint | onnxport s (median) | serial s (median) | onnxport / serial | "
-               "serial s, each round | onnxport CPU s | serial CPU s | CPU onnxport / serial | "
-               "onnxport / optimum | serial / optimum | serial |",
+    serials = ["| checkpoint | workers s (median) | onnxport s (median) | workers / onnxport | "
+               "workers s, each round | workers CPU s | onnxport CPU s | "
+               "CPU workers / onnxport | workers / optimum | onnxport / optimum | workers |",
                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     floors = ["| checkpoint | (a) start, imports, load | (b) warm export step | floor (a) + (b) "
               "| optimum-cli (median) | floor / optimum-cli | onnxport / optimum-cli |",
@@ -285,7 +285,7 @@ def main() -> int:
                      OPTIMUM_TASK.get(name, task), *OPTIMUM_ARGS.get(name, []), str(out_o)]
             cmd_p = [*onnxport_cmd, "export", "--model", str(ck), "--task", task,
                      "--overwrite", str(out_p)]
-            tools = ["optimum", "onnxport"] + (["serial"] if ns.serial else [])
+            tools = ["optimum", "onnxport"] + (["workers"] if ns.workers else [])
             times: dict[str, list[float]] = {tool: [] for tool in tools}
             cpu: dict[str, list[float]] = {tool: [] for tool in tools}
             ok = {tool: True for tool in tools}
@@ -296,7 +296,7 @@ def main() -> int:
                         shutil.rmtree(out_o)  # optimum-cli writes into a folder as it is
                     t, rc, out_text, err, c = _run(cmd_o if tool == "optimum" else cmd_p,
                                                    {"optimum": optimum_env,
-                                                    "serial": serial_env}.get(tool, env))
+                                                    "workers": workers_env}.get(tool, env))
                     times[tool].append(t)
                     cpu[tool].append(c)
                     ok[tool] &= rc == 0
@@ -315,12 +315,12 @@ def main() -> int:
                         f"| {c_o:.1f} / {c_p:.1f} | {c_p / c_o:.2f} "
                         f"| {_files(out_o)} | {_files(out_p)} |")
             print(rows[-1], flush=True)
-            if ns.serial:
-                t_s, c_s = statistics.median(times["serial"]), statistics.median(cpu["serial"])
-                serials.append(f"| {name} | {t_p:.1f} | {t_s:.1f} | {t_p / t_s:.2f} | "
-                               f"{_each(times['serial'])} | {c_p:.1f} | {c_s:.1f} | "
-                               f"{c_p / c_s:.2f} | {t_p / t_o:.2f} | {t_s / t_o:.2f} | "
-                               f"{'pass' if ok['serial'] else 'FAIL'} |")
+            if ns.workers:
+                t_s, c_s = statistics.median(times["workers"]), statistics.median(cpu["workers"])
+                serials.append(f"| {name} | {t_s:.1f} | {t_p:.1f} | {t_s / t_p:.2f} | "
+                               f"{_each(times['workers'])} | {c_s:.1f} | {c_p:.1f} | "
+                               f"{c_s / c_p:.2f} | {t_s / t_o:.2f} | {t_p / t_o:.2f} | "
+                               f"{'pass' if ok['workers'] else 'FAIL'} |")
                 print(serials[-1], flush=True)
             s = _onnxport_split(*last["onnxport"], times["onnxport"][-1])
             stages = sum(s.get(k, 0.0) for k in ("capture", "translate", "passes"))
@@ -347,10 +347,11 @@ def main() -> int:
             "capture/translate/passes: summed over the graphs; export other: the rest of the "
             "CLI's export step; rest: interpreter start, the imports the export does before "
             "it starts its clock, argument parsing, exit):\n\n" + "\n".join(splits) + "\n")
-    if ns.serial:
-        text += ("\nonnxport as above beside `serial`, the same command with "
-                 "ONNXPORT_EXPORT_WORKERS=0 (every graph exported in the CLI's process, no "
-                 "forked worker), in the same rounds (the three commands rotate):\n\n"
+    if ns.workers:
+        text += ("\nonnxport as above beside `workers`, the same command with "
+                 "ONNXPORT_EXPORT_WORKERS=1 (the last graph of three exported by a forked "
+                 "worker, tasks/workers.py), in the same rounds (the three commands "
+                 "rotate):\n\n"
                  + "\n".join(serials) + "\n")
     if ns.floor:
         text += ("\nThe floor (`--floor`): (a) a process that starts, imports torch, "

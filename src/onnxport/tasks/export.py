@@ -349,8 +349,8 @@ def _export_and_save_each(plan: _Plan, model: torch.nn.Module, specs: list[Graph
                           save_progress: Callable[[str, int, int], None] | None,
                           seconds: dict[str, float]) -> dict[str, dict[str, str]]:
     """Export each graph into `staging`, one at a time (a program is dropped once saved).
-    With three graphs or more, the last one is exported by a forked worker (tasks/workers.py)
-    once the first is done, beside the parent's others; `seconds` stays wall-clock (the
+    With three graphs or more and ONNXPORT_EXPORT_WORKERS=1, the last one is exported by a
+    forked worker (tasks/workers.py) once the first is done, beside the parent's others; `seconds` stays wall-clock (the
     parent's steps and its wait for the worker). Returns the quantized weights' layouts by
     file (empty without quantization)."""
     layouts: dict[str, dict[str, str]] = {}
@@ -391,7 +391,7 @@ def _exported_in_worker(plan: _Plan, model: torch.nn.Module, spec: GraphSpec,
 def _forkable(plan: _Plan) -> bool:
     """A worker process only on the in-memory route without quantization (the streamed
     route reads its checkpoint through shared file handles; quantization returns layouts),
-    and where the machine has a second core (`workers.can_fork`)."""
+    when asked for and the machine has a second core (`workers.can_fork`)."""
     return plan.weights is None and plan.qspec is None and workers.can_fork()
 
 

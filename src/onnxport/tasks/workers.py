@@ -1,8 +1,11 @@
 """One step of the checkpoint export run in a forked worker process, beside the parent.
 
-`export_checkpoint` exports a task's graphs one after another; on a machine with two cores
-or more, the last graph of a task with three or more (the seq2seq decoder with a cache) is
-exported by a forked copy of the process while the parent exports the others. The fork comes
+`export_checkpoint` exports a task's graphs one after another. With ONNXPORT_EXPORT_WORKERS=1
+on a machine with two cores or more, the last graph of a task with three or more (the
+seq2seq decoder with a cache) is exported by a forked copy of the process while the parent
+exports the others. It is off by default: on the shared two-core machine of
+benchmarks/results/cli_2026-12-06.md it made T5's and Whisper's CLI exports slower, not
+faster (copy-on-write faults of the forked heap, no idle core). The fork comes
 after the first graph, so the worker inherits what the first export paid once per process
 (imports, the op registry, torch.export's first-call setup) and the loaded model, copy on
 write. The worker sends back a picklable result and exits; anything that goes wrong in it
@@ -22,13 +25,13 @@ from typing import Any
 __all__ = ["ENV_VAR", "Worker", "can_fork", "fork"]
 
 ENV_VAR = "ONNXPORT_EXPORT_WORKERS"
-"""Set to 0 to export every graph in the calling process (no worker)."""
+"""Set to 1 to export the last graph of a task with three or more in a forked worker."""
 
 
 def can_fork() -> bool:
-    """Whether a forked worker can run beside this process: POSIX fork, two CPUs or more
-    available to it, and not switched off by ONNXPORT_EXPORT_WORKERS=0."""
-    if os.environ.get(ENV_VAR, "").strip() == "0" or not hasattr(os, "fork"):
+    """Whether a forked worker runs beside this process: asked for with
+    ONNXPORT_EXPORT_WORKERS=1, POSIX fork, and two CPUs or more available to it."""
+    if os.environ.get(ENV_VAR, "").strip() != "1" or not hasattr(os, "fork"):
         return False
     try:
         cpus = len(os.sched_getaffinity(0))
