@@ -83,7 +83,7 @@ def _ort_tts(sessions: dict[str, Any], ids: np.ndarray, speaker: np.ndarray, con
     while True:
         step += 1
         out = dec.run(None, {"output_sequence": sequence, "speaker_embeddings": speaker,
-                             "encoder_outputs": encoder_outputs,
+                             "encoder_hidden_states": encoder_outputs,
                              "encoder_attention_mask": encoder_mask,
                              "use_cache_branch": np.array([step > 1]),
                              "prenet_dropout": np.array(0.0, np.float32), **past})
@@ -133,7 +133,7 @@ def test_graph_signatures(speecht5: Any) -> None:
     tts, _, sessions, out = speecht5
     dec = sessions["decoder_model_merged.onnx"]
     inputs = [i.name for i in dec.get_inputs()]
-    assert inputs[:4] == ["output_sequence", "speaker_embeddings", "encoder_outputs",
+    assert inputs[:4] == ["output_sequence", "speaker_embeddings", "encoder_hidden_states",
                           "encoder_attention_mask"]
     assert {"past_key_values.1.encoder.value", "use_cache_branch"} <= set(inputs)
     assert [o.name for o in dec.get_outputs()][:3] == ["output_sequence_out", "spectrum",

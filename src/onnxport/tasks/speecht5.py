@@ -4,7 +4,8 @@
                                       -> encoder_outputs, encoder_attention_mask
     decoder_model_merged.onnx         output_sequence [1, decoder_sequence_length, num_mel_bins],
                                       speaker_embeddings [1, speaker_embedding_dim],
-                                      encoder_outputs, encoder_attention_mask,
+                                      encoder_hidden_states (the encoder's
+                                      encoder_outputs), encoder_attention_mask,
                                       past_key_values.{i}.decoder/encoder.key/value,
                                       use_cache_branch [1] (bool)
                                       -> output_sequence_out, spectrum [reduction_factor,
@@ -17,7 +18,7 @@ One decoder step as transformers' `generate_speech` runs it: the prenet over the
 output sequence, the decoder layers on its last position. `use_cache_branch` False means
 "first step": the self-attention past is masked out (a dummy of any length may be fed,
 as optimum's clients feed one). The cross-attention keys and values are recomputed from
-`encoder_outputs` at every step (the same values the encoder past holds); the
+`encoder_hidden_states` at every step (the same values the encoder past holds); the
 `past_key_values.{i}.encoder.*` inputs keep optimum's signature and are not read.
 
 The prenet drops activations even in eval (Tacotron 2's rule). As optimum's graph, this
@@ -148,7 +149,7 @@ class SpeechT5DecoderStep(torch.nn.Module):
         self.model = model
 
     def forward(self, output_sequence: torch.Tensor, speaker_embeddings: torch.Tensor,
-                encoder_outputs: torch.Tensor, encoder_attention_mask: torch.Tensor,
+                encoder_hidden_states: torch.Tensor, encoder_attention_mask: torch.Tensor,
                 past: list[torch.Tensor], use_cache_branch: torch.Tensor,
                 prenet_dropout: torch.Tensor) -> Any:
         from transformers import DynamicCache, EncoderDecoderCache
@@ -166,7 +167,7 @@ class SpeechT5DecoderStep(torch.nn.Module):
         mask = torch.cat([seen, torch.ones(1, 1, dtype=torch.long)], dim=1)
         out = model.speecht5.decoder.wrapped_decoder(
             hidden_states=hidden[:, -1:], attention_mask=mask,
-            encoder_hidden_states=encoder_outputs,
+            encoder_hidden_states=encoder_hidden_states,
             encoder_attention_mask=encoder_attention_mask, cache=cache, use_cache=True,
             return_dict=True)
         last = out.last_hidden_state[0, -1]
@@ -219,13 +220,15 @@ def _decoder_spec(model: Any, seq: int) -> GraphSpec:
             for kind in ("key", "value"):
                 past_names.append(f"past_key_values.{i}.{side}.{kind}")
                 present_names.append(f"present.{i}.{side}.{kind}")
-    base = ["output_sequence", "speaker_embeddings", "encoder_outputs",
+    # optimum's decoder names the encoder's output as transformers' decoder does (and
+    # transformers.js feeds it so)
+    base = ["output_sequence", "speaker_embeddings", "encoder_hidden_states",
             "encoder_attention_mask"]
     names = [*base, *past_names, "use_cache_branch", "prenet_dropout"]
     outputs = ["output_sequence_out", "spectrum", "prob", *present_names]
     dims: dict[str, dict[int, str]] = {
         "output_sequence": {1: "decoder_sequence_length"},
-        "encoder_outputs": {1: "encoder_sequence_length"},
+        "encoder_hidden_states": {1: "encoder_sequence_length"},
         "encoder_attention_mask": {1: "encoder_sequence_length"}}
     for n in past_names:
         dims[n] = {2: "encoder_sequence_length_out" if ".encoder." in n
@@ -238,7 +241,7 @@ def _decoder_spec(model: Any, seq: int) -> GraphSpec:
         feeds: Feeds = {
             "output_sequence": torch.rand(1, t, config.num_mel_bins),
             "speaker_embeddings": torch.randn(1, config.speaker_embedding_dim),
-            "encoder_outputs": torch.randn(1, e, config.hidden_size),
+            "encoder_hidden_states": torch.randn(1, e, config.hidden_size),
             "encoder_attention_mask": torch.ones(1, e, dtype=torch.long),
             "use_cache_branch": torch.tensor([shape["use_cache_branch"] == 1]),
             # no dropout: ONNX Runtime's random numbers are not torch's
