@@ -164,3 +164,12 @@ def test_model_kwargs_errors(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text('{"model_type": "bert"}')
     with pytest.raises(CheckpointError, match="not a SpeechT5HifiGan"):
         check_model_kwargs("speecht5", {"vocoder": str(tmp_path)})
+
+
+def test_no_vocoder_is_a_typed_error(speecht5: Any) -> None:
+    """Without --model-kwargs' vocoder the graphs are refused (optimum-cli needs it too)."""
+    from onnxport.tasks.errors import TaskError
+    from onnxport.tasks.speecht5 import speecht5_graphs
+
+    with pytest.raises(TaskError, match="needs a vocoder.*--model-kwargs"):
+        speecht5_graphs(speecht5[0], "text-to-audio", 1, 8)
