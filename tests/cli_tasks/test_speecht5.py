@@ -21,7 +21,8 @@ from tests.cli_tasks.conftest import run_cli
 
 # float32 through the encoder, up to 8 decoder steps whose outputs feed the next step, the
 # postnet's convolutions and the HiFi-GAN: ORT's and torch's kernels sum in other orders
-# (each graph alone differs by <= 2e-7 in the CLI's validation; |waveform| ~ 1).
+# (each graph alone differs by <= 7.2e-7 in the CLI's validation; |waveform| ~ 1; the loop
+# differs by 1.5e-6 here).
 ATOL = 1e-4
 GRAPHS = ["decoder_model_merged.onnx", "decoder_postnet_and_vocoder.onnx", "encoder_model.onnx"]
 
