@@ -390,6 +390,21 @@ def int8_forms(rounds: int = 15) -> str:
     return "\n".join(lines)
 
 
+def logit_error_table(errors: dict[str, np.ndarray], eager: np.ndarray) -> list[str]:
+    """Markdown rows: each graph's logit error against float eager, and its ratio to the
+    builder's int4 graph's."""
+    b_max = float(np.abs(errors["builder int4"] - eager).max())
+    b_mean = float(np.abs(errors["builder int4"] - eager).mean())
+    rows = ["| graph | max abs error | ratio to builder | mean abs error | ratio to builder | "
+            "top-1 = eager |", "|---|---|---|---|---|---|"]
+    for name, logits in errors.items():
+        diff = np.abs(logits - eager)
+        top1 = float(np.mean(logits.argmax(-1) == eager.argmax(-1)))
+        rows.append(f"| {name} | {diff.max():.4f} | {diff.max() / b_max:.3f} | "
+                    f"{diff.mean():.5f} | {diff.mean() / b_mean:.3f} | {100 * top1:.1f}% |")
+    return rows
+
+
 def int4_decode(ns: argparse.Namespace) -> str:
     """`onnxport int4` against `builder int4` (and `--folder` extras): decode per token in the
     ORT loop (wall and CPU time, per-round ranges) and in onnxruntime-genai, and the prefill
@@ -457,16 +472,7 @@ def int4_decode(ns: argparse.Namespace) -> str:
                          f"{spread(genai, name, 'builder int4', 'rounds_cpu')} | "
                          f"{'yes' if same else 'no'} |")
     lines += ["", f"Prefill logits (4 x 64 random tokens) against float eager (std "
-              f"{eager.std():.2f}):", "",
-              "| graph | max abs error | ratio to builder | mean abs error | ratio to builder | "
-              "top-1 = eager |", "|---|---|---|---|---|---|"]
-    b_max = float(np.abs(errors["builder int4"] - eager).max())
-    b_mean = float(np.abs(errors["builder int4"] - eager).mean())
-    for name, logits in errors.items():
-        diff = np.abs(logits - eager)
-        top1 = float(np.mean(logits.argmax(-1) == eager.argmax(-1)))
-        lines.append(f"| {name} | {diff.max():.4f} | {diff.max() / b_max:.3f} | "
-                     f"{diff.mean():.5f} | {diff.mean() / b_mean:.3f} | {100 * top1:.1f}% |")
+              f"{eager.std():.2f}):", "", *logit_error_table(errors, eager)]
     return "\n".join(lines)
 
 
@@ -613,16 +619,7 @@ def main() -> None:
               f"{spread(res, 'onnxport int4', 'builder int4', 'rounds_cpu')}."]
     lines += ["", "Prefill logits (4 x 64 random tokens, empty cache) against float eager "
               "PyTorch (logits' std " f"{eager.std():.2f}):", "",
-              "| graph | max abs error | ratio to builder | mean abs error | ratio to builder | "
-              "top-1 = eager |", "|---|---|---|---|---|---|"]
-    builder_mean = float(np.abs(errors["builder int4"] - eager).mean())
-    builder_err = float(np.abs(errors["builder int4"] - eager).max())
-    for name, logits in errors.items():
-        diff = np.abs(logits - eager)
-        top1 = float(np.mean(logits.argmax(-1) == eager.argmax(-1)))
-        lines.append(f"| {name} | {diff.max():.4f} | {diff.max() / builder_err:.3f} | "
-                     f"{diff.mean():.5f} | {diff.mean() / builder_mean:.3f} | "
-                     f"{100 * top1:.1f}% |")
+              *logit_error_table(errors, eager)]
     lines += ["", "onnxruntime-genai 0.18 (og.Model on each folder, 1 intra-op thread, greedy, "
               f"{ns.new} new tokens, median ms per token after the first over {ns.repeat} "
               "runs):", ""]
