@@ -38,6 +38,10 @@ Timing holds /tmp/bench.lock (fcntl), as `flock /tmp/bench.lock` would; exports 
         # loop and genai, per-round ranges, logit errors against float eager (--folder adds
         # already-exported folders of the same checkpoint, e.g. an earlier commit's; named
         # "onnxport int4" or "builder int4", they replace that export)
+    python benchmarks/bench_quantized_cli.py --pinned --repeat 200 --folder A=DIR
+        --folder B=DIR ... [--core 1]   # the quick low-noise A/B: each folder's model.onnx
+        # decoding in its own process pinned to one core (taskset), one process at a time,
+        # rounds rotating; CPU time per step; ratios to the first folder, per-round ranges
 """
 
 from __future__ import annotations
@@ -112,6 +116,41 @@ out = {name: {"tokens": tokens[name], "step_ms": 1e3 * float(np.median(runs[name
               "cpu_ms": 1e3 * float(np.median(cpu[name])), "rounds": rounds[name],
               "rounds_cpu": rounds_cpu[name]} for name in models}
 json.dump(out, open(job["output"], "w"))
+'''
+
+PINNED_WORKER = r'''
+import json, sys, time
+import numpy as np
+import onnxruntime as ort
+options = ort.SessionOptions()
+options.intra_op_num_threads = 1
+options.inter_op_num_threads = 1
+options.log_severity_level = 3
+session = ort.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
+inputs = {i.name: i for i in session.get_inputs()}
+outputs = [o.name for o in session.get_outputs()]
+head_dim = int(sys.argv[2])
+for line in sys.stdin:
+    job = json.loads(line)
+    prompt = np.array(job["prompt"], dtype=np.int64)
+    batch = prompt.shape[0]
+    past = {n: np.zeros((batch, m.shape[1], 0, m.shape[3] if isinstance(m.shape[3], int)
+                         else head_dim), np.float32)
+            for n, m in inputs.items() if n.startswith("past_key_values.")}
+    tokens, step, cpu, wall = prompt, prompt, [], []
+    for _ in range(job["new"]):
+        total = tokens.shape[1]
+        feed = {"input_ids": step, "attention_mask": np.ones((batch, total), np.int64), **past}
+        if "position_ids" in inputs:
+            feed["position_ids"] = np.arange(total - step.shape[1], total)[None].repeat(batch, 0)
+        w, c = time.perf_counter(), time.thread_time()
+        out = dict(zip(outputs, session.run(None, feed)))
+        cpu.append(time.thread_time() - c)
+        wall.append(time.perf_counter() - w)
+        step = out["logits"][:, -1, :].argmax(-1).astype(np.int64)[:, None]
+        tokens = np.concatenate([tokens, step], axis=1)
+        past = {n: out[n.replace("past_key_values", "present")] for n in past}
+    print(json.dumps({"cpu": cpu[1:], "wall": wall[1:], "tokens": tokens.tolist()}), flush=True)
 '''
 
 
@@ -267,6 +306,62 @@ def time_decode(paths: dict[str, Path], prompt: np.ndarray, new: int, warmup: in
                 res[name]["rounds"].append(statistics.median(rest))
                 res[name]["rounds_cpu"].append(statistics.median(rest_cpu))
     return res
+
+
+def pinned_decode(folders: dict[str, Path], prompt: np.ndarray, new: int, rounds: int,
+                  core: int) -> dict[str, dict[str, Any]]:
+    """Each folder's model.onnx in its own process pinned to CPU `core` (taskset), 1 intra-op
+    thread; rounds alternate the folders in a rotating order (one process runs at a time);
+    per step the calling thread's CPU time and the wall time."""
+    head_dim = LLAMA["hidden_size"] // LLAMA["num_attention_heads"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    procs = {name: subprocess.Popen(["taskset", "-c", str(core), sys.executable, "-c",
+                                     PINNED_WORKER, str(folder / "model.onnx"), str(head_dim)],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                    env=env) for name, folder in folders.items()}
+    names = list(procs)
+    res: dict[str, dict[str, Any]] = {n: {"cpu": [], "wall": [], "rounds": [], "rounds_cpu": [],
+                                          "tokens": None} for n in names}
+    job = json.dumps({"prompt": prompt.tolist(), "new": new}) + "\n"
+    try:
+        for r in range(rounds + 1):   # the first round warms up
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                proc = procs[name]
+                assert proc.stdin is not None and proc.stdout is not None
+                proc.stdin.write(job)
+                proc.stdin.flush()
+                out = json.loads(proc.stdout.readline())
+                res[name]["tokens"] = out["tokens"]
+                if r:
+                    res[name]["cpu"].extend(out["cpu"])
+                    res[name]["wall"].extend(out["wall"])
+                    res[name]["rounds_cpu"].append(statistics.median(out["cpu"]))
+                    res[name]["rounds"].append(statistics.median(out["wall"]))
+    finally:
+        for proc in procs.values():
+            assert proc.stdin is not None
+            proc.stdin.close()
+            proc.wait()
+    return res
+
+
+def pinned_table(res: dict[str, dict[str, Any]], anchor: str) -> list[str]:
+    """Markdown rows: median CPU / wall ms per step, the ratio to `anchor`, the median and range
+    of the per-round ratios, the ratio of the 20th percentiles of all steps (the least
+    disturbed steps), and whether greedy tokens equal the anchor's."""
+    med = statistics.median
+    rows = ["| graph | CPU ms/step | CPU ratio | per-round CPU ratio: median (range) | CPU "
+            "p20 ratio | wall ms/step | wall ratio | tokens = anchor's |",
+            "|---|---|---|---|---|---|---|---|"]
+    a = res[anchor]
+    for name, r in res.items():
+        ratios = [x / y for x, y in zip(r["rounds_cpu"], a["rounds_cpu"])]
+        p20 = float(np.percentile(r["cpu"], 20) / np.percentile(a["cpu"], 20))
+        rows.append(f"| {name} | {med(r['cpu']) * 1e3:.4f} | {med(r['cpu']) / med(a['cpu']):.4f}"
+                    f" | {med(ratios):.4f} ({min(ratios):.3f}-{max(ratios):.3f}) | {p20:.4f} | "
+                    f"{med(r['wall']) * 1e3:.4f} | {med(r['wall']) / med(a['wall']):.4f} | "
+                    f"{'yes' if r['tokens'] == a['tokens'] else 'no'} |")
+    return rows
 
 
 def spread(res: dict[str, dict[str, Any]], name: str, anchor: str, key: str = "rounds") -> str:
@@ -491,7 +586,23 @@ def main() -> None:
     parser.add_argument("--ckpt", type=str, default=None, help="--int4-decode's checkpoint")
     parser.add_argument("--folder", action="append", help="--int4-decode: NAME=DIR, a folder "
                         "exported from the same checkpoint, timed too")
+    parser.add_argument("--pinned", action="store_true", help="only --folder NAME=DIR ... "
+                        "decoding, each in a process pinned to --core (the first is the anchor)")
+    parser.add_argument("--core", type=int, default=1)
     ns = parser.parse_args()
+    if ns.pinned:
+        given = {k: Path(v) for k, v in (item.partition("=")[::2] for item in ns.folder)}
+        torch.manual_seed(2)
+        prompt = torch.randint(3, LLAMA["vocab_size"], (1, ns.prompt)).numpy()
+        with bench_lock():
+            res = pinned_decode(given, prompt, ns.new, ns.repeat, ns.core)
+        text = "\n".join([f"pinned decode, core {ns.core}, prompt {ns.prompt}, {ns.new - 1} "
+                          f"steps, {ns.repeat} rounds (+1 warm-up)", "",
+                          *pinned_table(res, next(iter(given)))])
+        print(text)
+        if ns.out:
+            Path(ns.out).write_text(text + "\n")
+        return
     if ns.int4_decode:
         transformers.logging.set_verbosity_error()
         text = int4_decode(ns)
