@@ -1,9 +1,10 @@
 """tasks/workers.py: one export step in a forked worker, and export_checkpoint's use of it.
 
-The worker is opt-in (ONNXPORT_EXPORT_WORKERS=1; it measured slower on the shared two-core
-machine). Here: the worker's protocol; that T5's decoder_with_past_model.onnx written by the
-worker gives the bytes of the CLI's serial export and validates in the parent; and that a
-failing worker leaves the parent to export the graph itself, into the same bytes.
+The worker runs when a core is idle (ONNXPORT_EXPORT_WORKERS=1 forces it, =0 switches it
+off). Here: the worker's protocol; the idle-core decision; that T5's encoder_model.onnx and
+decoder_with_past_model.onnx written by the worker give the bytes of the CLI's serial export
+and validate in the parent; and that a failing worker leaves the parent to export the graphs
+itself, into the same bytes.
 """
 
 from __future__ import annotations
@@ -39,20 +40,30 @@ def test_cancel_stops_and_reaps_the_worker() -> None:
         os.waitpid(worker.pid, os.WNOHANG)
 
 
-def test_off_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_on_when_a_core_is_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset: a worker when the machine left about a core idle since the sample; 0: never;
+    1: always (two CPUs here)."""
     monkeypatch.delenv(workers.ENV_VAR, raising=False)
-    assert not workers.can_fork()
+    now = workers.cpu_sample()
+    assert now is not None  # Linux: /proc/stat
+    wall, idle, busy = now
+    one_core_idle = (wall - 2.0, idle - 2.0, busy - 2.0)  # 2 s ago: 1 core idle, 1 busy
+    none_idle = (wall - 2.0, idle, busy - 4.0)
+    assert workers.can_fork(one_core_idle)
+    assert not workers.can_fork(none_idle)
     monkeypatch.setenv(workers.ENV_VAR, "0")
-    assert not workers.can_fork()
+    assert not workers.can_fork(one_core_idle)
+    monkeypatch.setenv(workers.ENV_VAR, "1")
+    assert workers.can_fork(none_idle)
 
 
 @pytest.mark.parametrize("worker_fails", [False, True], ids=["worker", "worker-fails"])
 def test_worker_export_gives_the_serial_bytes(worker_fails: bool, checkpoints: Any,
                                               exported: Any, tmp_path: Any,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """T5 with the worker asked for: its decoder_with_past_model.onnx is written by the worker
-    (or, when the worker fails, by the parent); all three files are byte for byte those of
-    the CLI's serial run, and validation passes."""
+    """T5 with the worker asked for: its encoder_model.onnx and decoder_with_past_model.onnx
+    are written by the worker (or, when the worker fails, by the parent); all three files
+    are byte for byte those of the CLI's serial run, and validation passes."""
     out_cli, proc = exported("t5")
     assert proc.returncode == 0, proc.stderr[-3000:]
     monkeypatch.setenv(workers.ENV_VAR, "1")
@@ -75,6 +86,7 @@ def test_worker_export_gives_the_serial_bytes(worker_fails: bool, checkpoints: A
     result = export.export_checkpoint(checkpoints("t5"), tmp_path / "t5",
                                       "text2text-generation-with-past", progress=lines.append)
     assert result.ok and forked == [1]
-    assert sum(line.startswith("saved decoder_with_past_model.onnx") for line in lines) == 1
+    for name in ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx"):
+        assert sum(line.startswith(f"saved {name}") for line in lines) == 1, name
     for name in ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx"):
         assert (tmp_path / "t5" / name).read_bytes() == (out_cli / name).read_bytes(), name

@@ -190,6 +190,7 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
     """
     say = progress or (lambda line: None)
     start = time.perf_counter()
+    cpu_at_start = workers.cpu_sample()
     plan = _plan(Path(model_dir), Path(output_dir).absolute(), task, say, opset=opset,
                  dtype=parse_dtype(dtype), dynamic=dynamic, overwrite=overwrite, atol=atol,
                  batch=batch_size, sequence=sequence_length,
@@ -205,7 +206,8 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
     plan.out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{plan.out.name}.staging-", dir=plan.out.parent))
     try:
-        layouts = _export_and_save_each(plan, model, specs, staging, say, save_progress, seconds)
+        layouts = _export_and_save_each(plan, model, specs, staging, say, save_progress, seconds,
+                                        since=cpu_at_start)
         _write_companions(plan, staging)
         checked = _validate(plan, model, specs, staging, layouts, say, seconds)
         files = sorted(p.name for p in staging.iterdir())
@@ -347,30 +349,36 @@ def _build_graphs(plan: _Plan, model: torch.nn.Module) -> list[GraphSpec]:
 def _export_and_save_each(plan: _Plan, model: torch.nn.Module, specs: list[GraphSpec],
                           staging: Path, say: Callable[[str], None],
                           save_progress: Callable[[str, int, int], None] | None,
-                          seconds: dict[str, float]) -> dict[str, dict[str, str]]:
+                          seconds: dict[str, float],
+                          since: tuple[float, float, float] | None = None,
+                          ) -> dict[str, dict[str, str]]:
     """Export each graph into `staging`, one at a time (a program is dropped once saved).
-    With three graphs or more and ONNXPORT_EXPORT_WORKERS=1, the last one is exported by a
-    forked worker (tasks/workers.py) once the first is done, beside the parent's others; `seconds` stays wall-clock (the
-    parent's steps and its wait for the worker). Returns the quantized weights' layouts by
-    file (empty without quantization)."""
+    With three graphs or more and a core idle since `since` (`workers.can_fork`), a forked
+    worker (tasks/workers.py) exports `_worker_share` of them while this process exports the
+    others; `seconds` stays wall-clock (this process's steps and its wait for the worker).
+    Returns the quantized weights' layouts by file (empty without quantization)."""
     layouts: dict[str, dict[str, str]] = {}
     seconds["export"] = seconds["save"] = 0.0
+    theirs = _worker_share(specs) if len(specs) >= 3 and _forkable(plan, since) else []
     worker: workers.Worker | None = None
     try:
-        for i, spec in enumerate(specs):
-            if worker is not None and spec is specs[-1]:
-                t0 = time.perf_counter()
-                lines, worker = worker.result(), None
-                seconds["export"] += time.perf_counter() - t0  # the wait: wall-clock steps
-                if lines is not None:  # else: exported here, where its error is raised
-                    for line in lines:
-                        say(line)
-                    continue
-            _export_and_save_one(plan, model, spec, staging, say, save_progress, seconds,
-                                 layouts)
-            if i == 0 and len(specs) >= 3 and _forkable(plan):
-                worker = workers.fork(functools.partial(_exported_in_worker, plan, model,
-                                                        specs[-1], staging))
+        if theirs:
+            worker = workers.fork(functools.partial(_exported_in_worker, plan, model, theirs,
+                                                    staging))
+        for spec in specs:
+            if not any(spec is other for other in theirs):
+                _export_and_save_one(plan, model, spec, staging, say, save_progress, seconds,
+                                     layouts)
+        if worker is not None:
+            t0 = time.perf_counter()
+            lines, worker = worker.result(), None
+            seconds["export"] += time.perf_counter() - t0  # the wait: wall-clock steps
+            if lines is None:  # the worker failed: exported here, where errors are raised
+                for spec in theirs:
+                    _export_and_save_one(plan, model, spec, staging, say, save_progress,
+                                         seconds, layouts)
+            for line in lines or ():
+                say(line)
     except BaseException:
         if worker is not None:
             worker.cancel()
@@ -378,21 +386,31 @@ def _export_and_save_each(plan: _Plan, model: torch.nn.Module, specs: list[Graph
     return layouts
 
 
-def _exported_in_worker(plan: _Plan, model: torch.nn.Module, spec: GraphSpec,
+def _worker_share(specs: list[GraphSpec]) -> list[GraphSpec]:
+    """The graphs a worker exports: the first (the encoder of a seq2seq task, the smallest)
+    and the last (the decoder with a cache), the parent the ones between (the decoder).
+    Both processes pay torch.export's first-call cost; the parent's one graph (cold) and the
+    worker's two (one cold, one warm) take about as long (docs/cli.md)."""
+    return [specs[0], specs[-1]]
+
+
+def _exported_in_worker(plan: _Plan, model: torch.nn.Module, specs: list[GraphSpec],
                         staging: Path) -> list[str]:
-    """One graph exported and saved in a forked worker; returns its progress lines, which
+    """Graphs exported and saved in a forked worker; returns their progress lines, which
     the parent says when it collects them."""
     lines: list[str] = []
-    _export_and_save_one(plan, model, spec, staging, lines.append, None,
-                         {"export": 0.0, "save": 0.0}, {})
+    for spec in specs:
+        _export_and_save_one(plan, model, spec, staging, lines.append, None,
+                             {"export": 0.0, "save": 0.0}, {})
     return lines
 
 
-def _forkable(plan: _Plan) -> bool:
+def _forkable(plan: _Plan, since: tuple[float, float, float] | None) -> bool:
     """A worker process only on the in-memory route without quantization (the streamed
     route reads its checkpoint through shared file handles; quantization returns layouts),
-    when asked for and the machine has a second core (`workers.can_fork`)."""
-    return plan.weights is None and plan.qspec is None and workers.can_fork()
+    when the machine has a second core idle since `since` or the worker is asked for
+    (`workers.can_fork`)."""
+    return plan.weights is None and plan.qspec is None and workers.can_fork(since)
 
 
 def _export_and_save_one(plan: _Plan, model: torch.nn.Module, spec: GraphSpec, staging: Path,

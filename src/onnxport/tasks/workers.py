@@ -1,16 +1,18 @@
-"""One step of the checkpoint export run in a forked worker process, beside the parent.
+"""Graphs of a task exported in a forked worker process, beside the parent.
 
-`export_checkpoint` exports a task's graphs one after another. With ONNXPORT_EXPORT_WORKERS=1
-on a machine with two cores or more, the last graph of a task with three or more (the
-seq2seq decoder with a cache) is exported by a forked copy of the process while the parent
-exports the others. It is off by default: on the shared two-core machine of
-benchmarks/results/cli_2026-12-06.md it made T5's and Whisper's CLI exports slower, not
-faster (copy-on-write faults of the forked heap, no idle core). The fork comes
-after the first graph, so the worker inherits what the first export paid once per process
-(imports, the op registry, torch.export's first-call setup) and the loaded model, copy on
-write. The worker sends back a picklable result and exits; anything that goes wrong in it
-(an exception, a crash, a result that does not unpickle) makes `Worker.result` return None,
-and the caller does the step itself, where its error is raised as usual.
+`export_checkpoint` exports a task's graphs one after another. For a task with three graphs
+or more (the seq2seq encoder, decoder and decoder with a cache), a forked copy of the
+process exports some of them while the parent exports the others, when a second core is
+idle: `can_fork` compares the CPU time the whole machine left idle while the model loaded
+(/proc/stat, sampled by `cpu_sample` when the export starts) with one core. On a busy
+machine (the shared two-core one of benchmarks/results/cli_2026-12-06.md) the worker made
+the exports slower, not faster (copy-on-write faults of the forked heap, no idle core), so
+there it stays off. ONNXPORT_EXPORT_WORKERS=1 forces it on (with two CPUs), =0 off. The
+fork comes after the model is loaded, so the worker inherits the imports and the loaded
+model, copy on write. The worker sends back a picklable result and exits; anything that
+goes wrong in it (an exception, a crash, a result that does not unpickle) makes
+`Worker.result` return None, and the caller does the step itself, where its error is
+raised as usual.
 """
 
 from __future__ import annotations
@@ -19,25 +21,75 @@ import os
 import pickle
 import signal
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ENV_VAR", "Worker", "can_fork", "fork"]
+__all__ = ["ENV_VAR", "IDLE_CORES", "Worker", "can_fork", "cpu_sample", "fork", "idle_cores"]
 
 ENV_VAR = "ONNXPORT_EXPORT_WORKERS"
-"""Set to 1 to export the last graph of a task with three or more in a forked worker."""
+"""1: a forked worker whenever two CPUs are available; 0: never; unset: when a core is idle."""
+
+IDLE_CORES = 0.7
+"""The idle CPU time, in cores, the machine must have left over the sampled interval (the
+model's load) for a worker to be forked: about one core, where the export itself keeps one
+busy. On the quiet two-core machine 0.9-1.0 is measured, under other helpers' tests 0-0.3."""
+
+_MIN_INTERVAL = 0.2  # seconds: below this, /proc/stat's 10 ms ticks say too little
 
 
-def can_fork() -> bool:
-    """Whether a forked worker runs beside this process: asked for with
-    ONNXPORT_EXPORT_WORKERS=1, POSIX fork, and two CPUs or more available to it."""
-    if os.environ.get(ENV_VAR, "").strip() != "1" or not hasattr(os, "fork"):
-        return False
+def cpu_sample() -> tuple[float, float, float] | None:
+    """(wall time, idle seconds, busy seconds) of the whole machine so far, summed over its
+    CPUs (/proc/stat); None where there is no /proc/stat."""
     try:
-        cpus = len(os.sched_getaffinity(0))
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != b"cpu":
+        return None
+    ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    idle = ticks[3] + ticks[4]
+    return time.monotonic(), idle / hz, (sum(ticks) - idle) / hz
+
+
+def idle_cores(since: tuple[float, float, float] | None) -> float | None:
+    """The machine's idle CPU time since `since` (a `cpu_sample`), in cores (idle CPU seconds
+    per second of wall time); None when it cannot be told (no sample, too short a time)."""
+    now = cpu_sample()
+    if since is None or now is None or now[0] - since[0] < _MIN_INTERVAL:
+        return None
+    return (now[1] - since[1]) / (now[0] - since[0])
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS
-        cpus = os.cpu_count() or 1
-    return cpus >= 2
+        return os.cpu_count() or 1
+
+
+def can_fork(since: tuple[float, float, float] | None = None) -> bool:
+    """Whether a forked worker runs beside this process: POSIX fork, two CPUs or more
+    available to it, and ONNXPORT_EXPORT_WORKERS=1 or, unset, about a core left idle by the
+    whole machine since `since` (`cpu_sample`; without /proc/stat: the 1-minute load average
+    at most the CPUs less one)."""
+    setting = os.environ.get(ENV_VAR, "").strip()
+    if setting == "0" or not hasattr(os, "fork"):
+        return False
+    cpus = _cpus()
+    if cpus < 2:
+        return False
+    if setting == "1":
+        return True
+    idle = idle_cores(since)
+    if idle is None:
+        try:
+            return os.getloadavg()[0] <= cpus - 1
+        except OSError:
+            return False
+    return idle >= IDLE_CORES
 
 
 class Worker:
