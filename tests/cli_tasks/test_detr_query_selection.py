@@ -181,3 +181,27 @@ def test_element_writes_patch_applies_to_the_detectors_modules_only() -> None:
         assert "index_put_" not in here.names and "index_put_" in there.names, (here.names,
                                                                                   there.names)
     assert "__setitem__" not in vars(torch.Tensor)  # deleted on exit: inherited again
+
+
+class _Sample(torch.nn.Module):
+    def forward(self, x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.grid_sample(x, grid, mode="bilinear", padding_mode="zeros",
+                                               align_corners=False)
+
+
+def test_grid_sample_shape_kernel_at_symbolic_sizes() -> None:
+    """capture/kernels.FAKE_KERNELS: grid_sampler_2d's output shape without its decomposition
+    (D-FINE's deformable attention); the graph keeps the op, ONNX Runtime matches eager at
+    other sizes, and the decomposition is torch's again after capture."""
+    from torch._decomp import decomposition_table
+
+    op = torch.ops.aten.grid_sampler_2d.default
+    stock = decomposition_table[op]
+    n, h, w = torch.export.Dim("n"), torch.export.Dim("h"), torch.export.Dim("w")
+    x, grid = torch.rand(2, 3, 5, 6), torch.rand(2, 4, 7, 2) * 2.2 - 1.1
+    program = onnxport.export(_Sample(), (x, grid), dynamic_shapes=({0: n}, {0: n, 1: h, 2: w}),
+                              dynamo=True)
+    assert decomposition_table[op] is stock
+    assert [node.op_type for node in program.model.graph] == ["GridSample"]
+    x, grid = torch.rand(3, 3, 5, 6), torch.rand(3, 2, 9, 2) * 2.2 - 1.1
+    torch.testing.assert_close(torch.as_tensor(program(x, grid)[0]), _Sample()(x, grid))

@@ -6,6 +6,13 @@ cannot be traced: ATen's cov/corrcoef read tensor data (`aten.equal`, `is_nonzer
 weights and warn about degrees of freedom. While `capture_kernels()` is active they run the
 Python kernels below, which compute the same values without reading data; the op library
 translates the ops themselves. (RNNs get loop-shaped kernels from capture/rnn.py.)
+
+Some ops have no meta kernel of their own: on fake tensors of symbolic sizes, torch runs their
+Python decomposition just to learn the output's shape, and every one of its dozens of ops
+computes symbolic sizes. `FAKE_KERNELS` give that shape directly while `capture_kernels()` is
+active (capture keeps the op whole, so nothing else reads them): `grid_sampler_2d`'s
+decomposition took a tenth of D-FINE's capture (three deformable-attention levels per decoder
+layer).
 """
 
 from __future__ import annotations
@@ -54,6 +61,25 @@ def _corrcoef(input: torch.Tensor) -> torch.Tensor:
     return (c / std[:, None] / std[None, :]).clamp(-1, 1)
 
 
+def _grid_sampler_2d_shape(input: torch.Tensor, grid: torch.Tensor, interpolation_mode: int,
+                           padding_mode: int, align_corners: bool) -> torch.Tensor:
+    # ATen's checks (torch/_meta_registrations.check_grid_sampler_common), then the output of
+    # the CPU kernel: contiguous (N, C, H_out, W_out) in the input's dtype
+    torch._check(input.dim() == 4 and grid.dim() == 4,
+                 lambda: "grid_sampler(): expected 4D input and grid")
+    torch._check(input.shape[0] == grid.shape[0] and grid.shape[-1] == 2,
+                 lambda: "grid_sampler(): expected grid of shape (N, H_out, W_out, 2)")
+    torch._check(input.dtype == grid.dtype,
+                 lambda: "grid_sampler(): expected input and grid to have the same dtype")
+    torch._check(0 <= interpolation_mode <= 2 and 0 <= padding_mode <= 2,
+                 lambda: "grid_sampler(): unknown interpolation or padding mode")
+    return input.new_empty((input.shape[0], input.shape[1], grid.shape[1], grid.shape[2]))
+
+
+FAKE_KERNELS: dict[Any, Callable[..., Any]] = {
+    torch.ops.aten.grid_sampler_2d.default: _grid_sampler_2d_shape,
+}
+
 KERNELS: dict[Any, Callable[..., Any]] = {
     torch.ops.aten.cov.default: _cov,
     torch.ops.aten.corrcoef.default: _corrcoef,
@@ -62,14 +88,24 @@ KERNELS: dict[Any, Callable[..., Any]] = {
 
 @contextlib.contextmanager
 def capture_kernels() -> Iterator[None]:
-    """Within this context the ops of `KERNELS` run their Python kernel as composite."""
+    """Within this context the ops of `KERNELS` run their Python kernel as composite, and fake
+    tensors of symbolic sizes take the shapes of `FAKE_KERNELS`' ops from them."""
+    from torch._decomp import decomposition_table
+
     previous = {op: op.py_kernels.get(_CIA) for op in KERNELS}
+    decompositions = {op: decomposition_table.get(op) for op in FAKE_KERNELS}
     try:
         for op, kernel in KERNELS.items():
             op.py_kernels[_CIA] = kernel
             op._dispatch_cache.clear()
+        decomposition_table.update(FAKE_KERNELS)
         yield
     finally:
+        for op, decomposition in decompositions.items():
+            if decomposition is None:
+                decomposition_table.pop(op, None)
+            else:
+                decomposition_table[op] = decomposition
         for op, kernel in previous.items():
             if kernel is None:
                 op.py_kernels.pop(_CIA, None)
