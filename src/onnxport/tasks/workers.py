@@ -30,10 +30,11 @@ __all__ = ["ENV_VAR", "IDLE_CORES", "Worker", "can_fork", "cpu_sample", "fork", 
 ENV_VAR = "ONNXPORT_EXPORT_WORKERS"
 """1: a forked worker whenever two CPUs are available; 0: never; unset: when a core is idle."""
 
-IDLE_CORES = 0.7
+IDLE_CORES = 0.5
 """The idle CPU time, in cores, the machine must have left over the sampled interval (the
-model's load) for a worker to be forked: about one core, where the export itself keeps one
-busy. On the quiet two-core machine 0.9-1.0 is measured, under other helpers' tests 0-0.3."""
+model's load) for a worker to be forked: more than half a core. The export keeps about one
+core busy while it loads (0.97 measured), so a quiet two-core machine leaves about one idle;
+with another process busy on the second core, none (0.0 measured)."""
 
 _MIN_INTERVAL = 0.2  # seconds: below this, /proc/stat's 10 ms ticks say too little
 
