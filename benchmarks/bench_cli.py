@@ -196,6 +196,9 @@ def client_venv() -> Path:
     return REPO / ".venv-clients" / key
 
 
+WORKER_MARK = "(in the worker process)"  # onnxport.tasks.export.WORKER_MARK, not imported here
+
+
 def _compile_onnxport() -> None:
     """Byte-compile onnxport as pip compiles an installed package (optimum's are).
 
@@ -229,7 +232,8 @@ def main() -> int:
                              "optimum-cli's median")
     parser.add_argument("--workers", action="store_true",
                         help="also run onnxport with ONNXPORT_EXPORT_WORKERS=1 (a forked "
-                             "export worker) in the same rounds, and compare")
+                             "export worker even on a busy machine) in the same rounds, and "
+                             "compare")
     ns = parser.parse_args()
     if ns.rounds < 2:
         parser.error("--rounds must be at least 2 (the order alternates between rounds)")
@@ -275,6 +279,7 @@ def main() -> int:
                 f"| - | - | - | - |")
     print(rows[-1], flush=True)
     ratios: dict[str, float] = {}
+    forked: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for name in names:
@@ -290,6 +295,7 @@ def main() -> int:
             cpu: dict[str, list[float]] = {tool: [] for tool in tools}
             ok = {tool: True for tool in tools}
             last: dict[str, tuple[str, str]] = {}
+            stderrs: list[str] = []
             for r in range(ns.rounds):
                 for tool in _order(tools, r):
                     if tool == "optimum" and out_o.exists():
@@ -301,6 +307,8 @@ def main() -> int:
                     cpu[tool].append(c)
                     ok[tool] &= rc == 0
                     last[tool] = out_text, err
+                    if tool == "onnxport":
+                        stderrs.append(err)  # the progress lines
                     if rc:
                         tail = [line for line in err.strip().splitlines()
                                 if not line.startswith(_MARK)][-6:]
@@ -322,6 +330,7 @@ def main() -> int:
                                f"{c_s / c_p:.2f} | {t_s / t_o:.2f} | {t_p / t_o:.2f} | "
                                f"{'pass' if ok['workers'] else 'FAIL'} |")
                 print(serials[-1], flush=True)
+            forked[name] = sum(WORKER_MARK in text for text in stderrs)
             s = _onnxport_split(*last["onnxport"], times["onnxport"][-1])
             stages = sum(s.get(k, 0.0) for k in ("capture", "translate", "passes"))
             accounted = s.get("imports", 0.0) + s.get("cli_total", 0.0)
@@ -346,12 +355,15 @@ def main() -> int:
             "onnxport's seconds, by step, last round (imports: `import onnxport.cli`; "
             "capture/translate/passes: summed over the graphs; export other: the rest of the "
             "CLI's export step; rest: interpreter start, the imports the export does before "
-            "it starts its clock, argument parsing, exit):\n\n" + "\n".join(splits) + "\n")
+            "it starts its clock, argument parsing, exit):\n\n" + "\n".join(splits) + "\n"
+            + "\nonnxport runs (default command) that forked an export worker (a core was "
+            "idle over the load, tasks/workers.py): "
+            + ", ".join(f"{k} {v}/{ns.rounds}" for k, v in forked.items()) + "\n")
     if ns.workers:
         text += ("\nonnxport as above beside `workers`, the same command with "
-                 "ONNXPORT_EXPORT_WORKERS=1 (the last graph of three exported by a forked "
-                 "worker, tasks/workers.py), in the same rounds (the three commands "
-                 "rotate):\n\n"
+                 "ONNXPORT_EXPORT_WORKERS=1 (a forked worker whatever the load: the first "
+                 "and last graphs of three exported by it, tasks/workers.py), in the same "
+                 "rounds (the three commands rotate):\n\n"
                  + "\n".join(serials) + "\n")
     if ns.floor:
         text += ("\nThe floor (`--floor`): (a) a process that starts, imports torch, "

@@ -386,6 +386,10 @@ def _export_and_save_each(plan: _Plan, model: torch.nn.Module, specs: list[Graph
     return layouts
 
 
+WORKER_MARK = "(in the worker process)"
+"""Ends the progress lines of the graphs a forked worker exported (said when collected)."""
+
+
 def _worker_share(specs: list[GraphSpec]) -> list[GraphSpec]:
     """The graphs a worker exports: the first (the encoder of a seq2seq task, the smallest)
     and the last (the decoder with a cache), the parent the ones between (the decoder).
@@ -400,7 +404,8 @@ def _exported_in_worker(plan: _Plan, model: torch.nn.Module, specs: list[GraphSp
     the parent says when it collects them."""
     lines: list[str] = []
     for spec in specs:
-        _export_and_save_one(plan, model, spec, staging, lines.append, None,
+        _export_and_save_one(plan, model, spec, staging,
+                             lambda line: lines.append(f"{line} {WORKER_MARK}"), None,
                              {"export": 0.0, "save": 0.0}, {})
     return lines
 
