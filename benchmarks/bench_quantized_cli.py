@@ -22,8 +22,8 @@ and of every decode step (wall and calling-thread CPU time). Logit error: each g
 prefill logits (4 prompts of 64 tokens, empty cache) against float eager PyTorch on the same
 ids: max and mean |diff|, top-1 agreement; with `eager RTN int4` (the eager model carrying
 onnxport's RTN-dequantized weights) as the quantization's own share. onnxruntime-genai: both
-int4 folders loaded by `og.Model` and generating `--new` tokens (1 thread; ms per token after
-the first; the folders alternate within each round), and whether onnxport's genai tokens equal its own ORT greedy tokens.
+int4 folders loaded by `og.Model`, each in its own process, and generating `--new` tokens (1
+thread; ms per token after the first; the folders alternate within each round), and whether onnxport's genai tokens equal its own ORT greedy tokens.
 
 Mixtral (MixtralConfig hidden 256, 4 layers, 8 heads / 4 kv heads, 8 experts, top 2,
 intermediate 512, vocab 32000): `onnxport export --model` with the default target and with
@@ -80,42 +80,27 @@ MIXTRAL = dict(vocab_size=32000, hidden_size=256, intermediate_size=512, num_hid
                num_experts_per_tok=2, max_position_embeddings=2048, bos_token_id=1,
                eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
 
-GENAI_SCRIPT = r'''
+GENAI_WORKER = r'''
 import json, sys, time
 import numpy as np
 import onnxruntime_genai as og
-job = json.load(open(sys.argv[1]))
-models = {name: og.Model(folder) for name, folder in job["folders"].items()}
-prompt = np.array(job["prompt"], dtype=np.int32)
-runs = {name: [] for name in models}
-cpu = {name: [] for name in models}
-rounds = {name: [] for name in models}
-rounds_cpu = {name: [] for name in models}
-tokens = {}
-for r in range(job["rounds"] + 1):  # the first round warms up
-    names = list(models)[r % len(models):] + list(models)[:r % len(models)]
-    for name in names:  # the folders alternate within each round
-        params = og.GeneratorParams(models[name])
-        params.set_search_options(do_sample=False, max_length=prompt.shape[1] + job["new"],
-                                  min_length=prompt.shape[1] + job["new"])
-        gen = og.Generator(models[name], params)
-        gen.append_tokens(prompt)
-        times, times_cpu = [], []
-        while not gen.is_done():
-            t, c = time.perf_counter(), time.thread_time()
-            gen.generate_next_token()
-            times.append(time.perf_counter() - t)
-            times_cpu.append(time.thread_time() - c)
-        if r:
-            runs[name].extend(times[1:])
-            cpu[name].extend(times_cpu[1:])
-            rounds[name].append(float(np.median(times[1:])))
-            rounds_cpu[name].append(float(np.median(times_cpu[1:])))
-        tokens[name] = list(map(int, gen.get_sequence(0)))
-out = {name: {"tokens": tokens[name], "step_ms": 1e3 * float(np.median(runs[name])),
-              "cpu_ms": 1e3 * float(np.median(cpu[name])), "rounds": rounds[name],
-              "rounds_cpu": rounds_cpu[name]} for name in models}
-json.dump(out, open(job["output"], "w"))
+model = og.Model(sys.argv[1])
+for line in sys.stdin:
+    job = json.loads(line)
+    prompt = np.array(job["prompt"], dtype=np.int32)
+    params = og.GeneratorParams(model)
+    params.set_search_options(do_sample=False, max_length=prompt.shape[1] + job["new"],
+                              min_length=prompt.shape[1] + job["new"])
+    gen = og.Generator(model, params)
+    gen.append_tokens(prompt)
+    times, times_cpu = [], []
+    while not gen.is_done():
+        t, c = time.perf_counter(), time.thread_time()
+        gen.generate_next_token()
+        times.append(time.perf_counter() - t)
+        times_cpu.append(time.thread_time() - c)
+    print(json.dumps({"wall": times[1:], "cpu": times_cpu[1:],
+                      "tokens": list(map(int, gen.get_sequence(0)))}), flush=True)
 '''
 
 PINNED_WORKER = r'''
@@ -372,25 +357,53 @@ def spread(res: dict[str, dict[str, Any]], name: str, anchor: str, key: str = "r
 
 def genai_run(folders: dict[str, Path], prompt: np.ndarray, new: int, rounds: int,
               tmp: Path) -> dict[str, Any]:
-    """Each folder in onnxruntime-genai with 1 intra-op thread (a copy of its genai_config)."""
-    copies = {}
-    for name, folder in folders.items():
+    """Each folder in onnxruntime-genai with 1 intra-op thread (its genai_config set so), each
+    in its own process (one og.Model per process: loaded together in one process, identical
+    folders differed by up to ~3% with their load order), one generation at a time, rounds
+    rotating the order; the first round warms up."""
+    for folder in folders.values():
         config = json.loads((folder / "genai_config.json").read_text())
         options = config["model"]["decoder"].setdefault("session_options", {})
         options["intra_op_num_threads"] = 1
         options["inter_op_num_threads"] = 1
         (folder / "genai_config.json").write_text(json.dumps(config, indent=2))
-        copies[name] = str(folder)
-    job = {"folders": copies, "prompt": prompt.tolist(), "new": new, "rounds": rounds,
-           "output": str(tmp / "genai-out.json")}
-    (tmp / "genai-job.json").write_text(json.dumps(job))
-    (tmp / "genai.py").write_text(GENAI_SCRIPT)
+    (tmp / "genai_worker.py").write_text(GENAI_WORKER)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([str(client_python()), str(tmp / "genai.py"), str(tmp / "genai-job.json")],
-                          capture_output=True, text=True, env=env)
-    if proc.returncode:
-        return {"error": proc.stderr[-2000:]}
-    return json.loads((tmp / "genai-out.json").read_text())
+    procs = {name: subprocess.Popen([str(client_python()), str(tmp / "genai_worker.py"),
+                                     str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, env=env)
+             for name, folder in folders.items()}
+    names = list(procs)
+    out: dict[str, Any] = {n: {"tokens": None, "wall": [], "cpu": [], "rounds": [],
+                               "rounds_cpu": []} for n in names}
+    job = json.dumps({"prompt": prompt.tolist(), "new": new}) + "\n"
+    try:
+        for r in range(rounds + 1):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                proc = procs[name]
+                assert proc.stdin is not None and proc.stdout is not None
+                proc.stdin.write(job)
+                proc.stdin.flush()
+                line = proc.stdout.readline()
+                if not line:
+                    assert proc.stderr is not None
+                    return {"error": f"{name}: {proc.stderr.read()[-2000:]}"}
+                res = json.loads(line)
+                out[name]["tokens"] = res["tokens"]
+                if r:
+                    out[name]["wall"].extend(res["wall"])
+                    out[name]["cpu"].extend(res["cpu"])
+                    out[name]["rounds"].append(float(np.median(res["wall"])))
+                    out[name]["rounds_cpu"].append(float(np.median(res["cpu"])))
+    finally:
+        for proc in procs.values():
+            assert proc.stdin is not None
+            proc.stdin.close()
+            proc.wait()
+    for r in out.values():
+        r["step_ms"] = 1e3 * float(np.median(r.pop("wall")))
+        r["cpu_ms"] = 1e3 * float(np.median(r.pop("cpu")))
+    return out
 
 
 def int8_forms(rounds: int = 15) -> str:
@@ -549,8 +562,9 @@ def int4_decode(ns: argparse.Namespace) -> str:
                      f"{med(r['cpu']) / anchor_cpu:.3f} | "
                      f"{spread(res, name, 'builder int4', 'rounds_cpu')} | "
                      f"{counts[name][0]} / {counts[name][1]} |")
-    lines += ["", "onnxruntime-genai 0.18 (og.Model per folder, 1 intra-op thread, greedy, median "
-              "ms per token after the first over the rounds, wall and calling-thread CPU time):",
+    lines += ["", "onnxruntime-genai 0.18 (og.Model per folder, each in its own process, 1 "
+              "intra-op thread, greedy, median ms per token after the first over the rounds, "
+              "wall and calling-thread CPU time):",
               ""]
     if "error" in genai:
         lines.append(f"genai FAILED: {genai['error']}")
