@@ -4,7 +4,8 @@
 or more (the seq2seq encoder, decoder and decoder with a cache), a forked copy of the
 process exports some of them while the parent exports the others, when a second core is
 idle: `can_fork` compares the CPU time the whole machine left idle while the model loaded
-(/proc/stat, sampled by `cpu_sample` when the export starts) with one core. On a busy
+(/proc/stat, sampled by `cpu_sample` when the export starts) with half a core (IDLE_CORES;
+a CPU quota of a container is not seen there, only the affinity mask). On a busy
 machine (the shared two-core one of benchmarks/results/cli_2026-12-06.md) the worker made
 the exports slower, not faster (copy-on-write faults of the forked heap, no idle core), so
 there it stays off. ONNXPORT_EXPORT_WORKERS=1 forces it on (with two CPUs), =0 off. The
