@@ -90,3 +90,27 @@ def test_worker_export_gives_the_serial_bytes(worker_fails: bool, checkpoints: A
         assert sum(line.startswith(f"saved {name}") for line in lines) == 1, name
     for name in ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx"):
         assert (tmp_path / "t5" / name).read_bytes() == (out_cli / name).read_bytes(), name
+
+
+def test_a_stuck_worker_is_stopped_at_its_timeout() -> None:
+    """A worker past its timeout is killed and reaped, and gives no result."""
+    worker = workers.fork(lambda: __import__("time").sleep(60))
+    start = time.monotonic()
+    assert worker.result(timeout=0.5) is None
+    assert time.monotonic() - start < 10
+    with pytest.raises(ChildProcessError):
+        os.waitpid(worker.pid, os.WNOHANG)  # reaped
+
+
+def test_off_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset: no worker while another Python thread runs (a lock it holds at the fork would
+    stay held in the child); asked for with 1: a worker all the same."""
+    monkeypatch.delenv(workers.ENV_VAR, raising=False)
+    monkeypatch.setattr(workers, "idle_cores", lambda since: 2.0)
+    monkeypatch.setattr(workers, "_cpus", lambda: 2)
+    monkeypatch.setattr(workers.threading, "active_count", lambda: 1)
+    assert workers.can_fork(None)
+    monkeypatch.setattr(workers.threading, "active_count", lambda: 2)
+    assert not workers.can_fork(None)
+    monkeypatch.setenv(workers.ENV_VAR, "1")
+    assert workers.can_fork(None)

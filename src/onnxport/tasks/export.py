@@ -363,6 +363,7 @@ def _export_and_save_each(plan: _Plan, model: torch.nn.Module, specs: list[Graph
     worker: workers.Worker | None = None
     try:
         if theirs:
+            forked = time.perf_counter()
             worker = workers.fork(functools.partial(_exported_in_worker, plan, model, theirs,
                                                     staging))
         for spec in specs:
@@ -371,7 +372,7 @@ def _export_and_save_each(plan: _Plan, model: torch.nn.Module, specs: list[Graph
                                      layouts)
         if worker is not None:
             t0 = time.perf_counter()
-            lines, worker = worker.result(), None
+            lines, worker = worker.result(timeout=_worker_timeout(t0 - forked)), None
             seconds["export"] += time.perf_counter() - t0  # the wait: wall-clock steps
             if lines is None:  # the worker failed: exported here, where errors are raised
                 for spec in theirs:
@@ -388,6 +389,13 @@ def _export_and_save_each(plan: _Plan, model: torch.nn.Module, specs: list[Graph
 
 WORKER_MARK = "(in the worker process)"
 """Ends the progress lines of the graphs a forked worker exported (said when collected)."""
+
+
+def _worker_timeout(own: float) -> float:
+    """How long the parent waits for the worker once its own graphs took `own` seconds: the
+    worker's share takes about as long, so a worker far past it is stuck (then it is stopped
+    and the parent exports its graphs itself)."""
+    return max(120.0, 10.0 * own)
 
 
 def _worker_share(specs: list[GraphSpec]) -> list[GraphSpec]:

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -76,7 +78,7 @@ def can_fork(since: tuple[float, float, float] | None = None) -> bool:
     """Whether a forked worker runs beside this process: POSIX fork, two CPUs or more
     available to it, and ONNXPORT_EXPORT_WORKERS=1 or, unset, about a core left idle by the
     whole machine since `since` (`cpu_sample`; without /proc/stat: the 1-minute load average
-    at most the CPUs less one)."""
+    at most the CPUs less one) and no other Python thread running."""
     setting = os.environ.get(ENV_VAR, "").strip()
     if setting == "0" or not hasattr(os, "fork"):
         return False
@@ -85,6 +87,8 @@ def can_fork(since: tuple[float, float, float] | None = None) -> bool:
         return False
     if setting == "1":
         return True
+    if threading.active_count() > 1:  # a lock another thread holds would stay held in the child
+        return False
     idle = idle_cores(since)
     if idle is None:
         try:
@@ -102,10 +106,25 @@ class Worker:
         self._pipe: Any = os.fdopen(fd, "rb")
         self._reaped = False
 
-    def result(self) -> Any | None:
-        """The function's return value; None when the worker failed in any way."""
+    def result(self, timeout: float | None = None) -> Any | None:
+        """The function's return value; None when the worker failed in any way, or has not
+        finished within `timeout` seconds (then it is stopped: a worker forked while another
+        thread held a lock can wait on it forever)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        chunks = []
         with self._pipe:
-            data = self._pipe.read()
+            fd = self._pipe.fileno()
+            while True:
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not select.select([fd], [], [], left)[0]:
+                        self.cancel()
+                        return None
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        data = b"".join(chunks)
         _, status = os.waitpid(self.pid, 0)
         self._reaped = True
         if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or not data:
