@@ -18,6 +18,7 @@ raised as usual.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import select
@@ -151,15 +152,19 @@ class Worker:
 def fork(fn: Callable[[], Any]) -> Worker:
     """Run `fn()` in a forked copy of this process; its return value must pickle.
 
-    The worker runs torch single-threaded (the parent keeps its cores busy, and an OpenMP
+    The objects alive at the fork are frozen for the child's collector (`gc.freeze`), so its
+    collections neither scan them nor write to their pages (copy-on-write faults); the
+    parent unfreezes its own. The worker runs torch single-threaded (the parent keeps its cores busy, and an OpenMP
     pool the parent started does not exist in the child) and leaves with `os._exit`, so no
     exit handler of the parent runs twice.
     """
     read, write = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
+    gc.freeze()
     pid = os.fork()
     if pid:
+        gc.unfreeze()
         os.close(write)
         return Worker(pid, read)
     code = 1
