@@ -44,6 +44,7 @@ def test_on_when_a_core_is_idle(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unset: a worker when the machine left about a core idle since the sample; 0: never;
     1: always (two CPUs here)."""
     monkeypatch.delenv(workers.ENV_VAR, raising=False)
+    monkeypatch.setattr(workers.threading, "active_count", lambda: 1)  # pytest-xdist runs threads
     now = workers.cpu_sample()
     assert now is not None  # Linux: /proc/stat
     wall, idle, busy = now
