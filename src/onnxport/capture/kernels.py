@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from onnxport.capture.trace_cost import cheaper_trace
+
 _CIA = torch._C.DispatchKey.CompositeImplicitAutograd
 
 
@@ -88,8 +90,9 @@ KERNELS: dict[Any, Callable[..., Any]] = {
 
 @contextlib.contextmanager
 def capture_kernels() -> Iterator[None]:
-    """Within this context the ops of `KERNELS` run their Python kernel as composite, and fake
-    tensors of symbolic sizes take the shapes of `FAKE_KERNELS`' ops from them."""
+    """Within this context the ops of `KERNELS` run their Python kernel as composite, fake
+    tensors of symbolic sizes take the shapes of `FAKE_KERNELS`' ops from them, and torch's
+    trace skips the bookkeeping capture/trace_cost.py defers."""
     from torch._decomp import decomposition_table
 
     previous = {op: op.py_kernels.get(_CIA) for op in KERNELS}
@@ -99,7 +102,8 @@ def capture_kernels() -> Iterator[None]:
             op.py_kernels[_CIA] = kernel
             op._dispatch_cache.clear()
         decomposition_table.update(FAKE_KERNELS)
-        yield
+        with cheaper_trace():
+            yield
     finally:
         for op, decomposition in decompositions.items():
             if decomposition is None:
