@@ -206,10 +206,11 @@ def export_checkpoint(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
     plan.out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{plan.out.name}.staging-", dir=plan.out.parent))
     try:
+        checked = _Checked()
         layouts = _export_and_save_each(plan, model, specs, staging, say, save_progress, seconds,
-                                        since=cpu_at_start)
+                                        since=cpu_at_start, checked=checked)
         _write_companions(plan, staging)
-        checked = _validate(plan, model, specs, staging, layouts, say, seconds)
+        _validate(plan, model, specs, staging, layouts, say, seconds, checked)
         files = sorted(p.name for p in staging.iterdir())
         _move_into_place(staging, plan.out)
     except BaseException:
@@ -351,12 +352,15 @@ def _export_and_save_each(plan: _Plan, model: torch.nn.Module, specs: list[Graph
                           save_progress: Callable[[str, int, int], None] | None,
                           seconds: dict[str, float],
                           since: tuple[float, float, float] | None = None,
+                          checked: _Checked | None = None,
                           ) -> dict[str, dict[str, str]]:
     """Export each graph into `staging`, one at a time (a program is dropped once saved).
     With three graphs or more and a core idle since `since` (`workers.can_fork`), a forked
     worker (tasks/workers.py) exports `_worker_share` of them while this process exports the
-    others; `seconds` stays wall-clock (this process's steps and its wait for the worker).
-    Returns the quantized weights' layouts by file (empty without quantization)."""
+    others, then validates into `checked` (when given) its own graphs and each of the
+    worker's as soon as the worker has saved it, while the worker goes on; `seconds` stays
+    wall-clock (this process's steps and its wait for the worker). Returns the quantized
+    weights' layouts by file (empty without quantization)."""
     layouts: dict[str, dict[str, str]] = {}
     seconds["export"] = seconds["save"] = 0.0
     theirs = _worker_share(specs) if len(specs) >= 3 and _forkable(plan, since) else []
@@ -371,20 +375,40 @@ def _export_and_save_each(plan: _Plan, model: torch.nn.Module, specs: list[Graph
                 _export_and_save_one(plan, model, spec, staging, say, save_progress, seconds,
                                      layouts)
         if worker is not None:
+            own = time.perf_counter() - forked
+            early = checked is not None and plan.validate and not plan.route.stream
+            if early:
+                for spec in specs:
+                    if not any(spec is other for other in theirs):
+                        _validate_early(plan, model, spec, staging, say, seconds, checked)
             t0 = time.perf_counter()
-            lines, worker = worker.result(timeout=_worker_timeout(t0 - forked)), None
-            seconds["export"] += time.perf_counter() - t0  # the wait: wall-clock steps
-            if lines is None:  # the worker failed: exported here, where errors are raised
+            waited = 0.0
+            saved: set[str] = set()
+            for filename, lines in worker.messages(timeout=_worker_timeout(own)):
+                saved.add(filename)
+                for line in lines:
+                    say(line)
+                waited += time.perf_counter() - t0
+                if early:
+                    _validate_early(plan, model, _named(theirs, filename), staging, say,
+                                    seconds, checked)
+                t0 = time.perf_counter()
+            done, worker = worker.result(), None
+            seconds["export"] += waited + time.perf_counter() - t0  # the wait: wall-clock
+            if done is None:  # the worker failed: the rest exported here, errors raised here
                 for spec in theirs:
-                    _export_and_save_one(plan, model, spec, staging, say, save_progress,
-                                         seconds, layouts)
-            for line in lines or ():
-                say(line)
+                    if spec.filename not in saved:
+                        _export_and_save_one(plan, model, spec, staging, say, save_progress,
+                                             seconds, layouts)
     except BaseException:
         if worker is not None:
             worker.cancel()
         raise
     return layouts
+
+
+def _named(specs: list[GraphSpec], filename: str) -> GraphSpec:
+    return next(spec for spec in specs if spec.filename == filename)
 
 
 WORKER_MARK = "(in the worker process)"
@@ -407,15 +431,16 @@ def _worker_share(specs: list[GraphSpec]) -> list[GraphSpec]:
 
 
 def _exported_in_worker(plan: _Plan, model: torch.nn.Module, specs: list[GraphSpec],
-                        staging: Path) -> list[str]:
-    """Graphs exported and saved in a forked worker; returns their progress lines, which
-    the parent says when it collects them."""
-    lines: list[str] = []
+                        staging: Path) -> bool:
+    """Graphs exported and saved in a forked worker; each saved one is sent to the parent
+    (`workers.send`) as (file name, its progress lines), which the parent says then."""
     for spec in specs:
+        lines: list[str] = []
         _export_and_save_one(plan, model, spec, staging,
                              lambda line: lines.append(f"{line} {WORKER_MARK}"), None,
                              {"export": 0.0, "save": 0.0}, {})
-    return lines
+        workers.send((spec.filename, lines))
+    return True
 
 
 def _forkable(plan: _Plan, since: tuple[float, float, float] | None) -> bool:
@@ -514,15 +539,30 @@ class _Checked:
     rows: list[Row] = dataclasses.field(default_factory=list)
     checks: list[streaming.Check] = dataclasses.field(default_factory=list)
     not_validated: str = ""
+    early: dict[str, list[Row]] = dataclasses.field(default_factory=dict)  # by file name
+
+
+def _validate_early(plan: _Plan, model: torch.nn.Module, spec: GraphSpec, staging: Path,
+                    say: Callable[[str], None], seconds: dict[str, float],
+                    checked: _Checked) -> None:
+    """One saved graph of the in-memory route validated before the others are saved (while
+    a worker exports them); `_validate` keeps its rows."""
+    t0 = time.perf_counter()
+    tol = default_atol(float_dtype(model)) if plan.atol is None else plan.atol
+    shapes = spec.shapes if plan.dynamic else spec.shapes[:1]
+    say(f"validating {spec.filename} at {len(shapes)} shapes (atol {tol:g})")
+    checked.early[spec.filename] = validate_graph(spec, staging / spec.filename, atol=tol,
+                                                  shapes=shapes)
+    seconds["validate"] = seconds.get("validate", 0.0) + time.perf_counter() - t0
 
 
 def _validate(plan: _Plan, model: torch.nn.Module, specs: list[GraphSpec], staging: Path,
               layouts: dict[str, dict[str, str]], say: Callable[[str], None],
-              seconds: dict[str, float]) -> _Checked:
-    """ONNX Runtime against eager at the specs' shapes. On the streamed route the files are
-    checked first (CRC-32s, a session), and eager runs only if the model fits in memory
+              seconds: dict[str, float], checked: _Checked) -> _Checked:
+    """ONNX Runtime against eager at the specs' shapes, into `checked` (in the specs' order,
+    with the rows of the graphs `_validate_early` checked). On the streamed route the files
+    are checked first (CRC-32s, a session), and eager runs only if the model fits in memory
     (loaded again, with its weights)."""
-    checked = _Checked()
     if not plan.validate:
         return checked
     if plan.route.stream:
@@ -549,6 +589,9 @@ def _validate(plan: _Plan, model: torch.nn.Module, specs: list[GraphSpec], stagi
     t0 = time.perf_counter()
     tol = default_atol(float_dtype(model)) if plan.atol is None else plan.atol
     for spec in specs:
+        if spec.filename in checked.early:
+            checked.rows += checked.early[spec.filename]
+            continue
         shapes = spec.shapes if plan.dynamic else spec.shapes[:1]
         if plan.qspec is not None and layouts.get(spec.filename):
             checked.rows += _validate_quantized(spec, staging / spec.filename, model,
@@ -557,7 +600,7 @@ def _validate(plan: _Plan, model: torch.nn.Module, specs: list[GraphSpec], stagi
             continue
         say(f"validating {spec.filename} at {len(shapes)} shapes (atol {tol:g})")
         checked.rows += validate_graph(spec, staging / spec.filename, atol=tol, shapes=shapes)
-    seconds["validate"] = time.perf_counter() - t0
+    seconds["validate"] = seconds.get("validate", 0.0) + time.perf_counter() - t0
     return checked
 
 

@@ -10,10 +10,11 @@ machine (the shared two-core one of benchmarks/results/cli_2026-12-06.md) the wo
 the exports slower, not faster (copy-on-write faults of the forked heap, no idle core), so
 there it stays off. ONNXPORT_EXPORT_WORKERS=1 forces it on (with two CPUs), =0 off. The
 fork comes after the model is loaded, so the worker inherits the imports and the loaded
-model, copy on write. The worker sends back a picklable result and exits; anything that
-goes wrong in it (an exception, a crash, a result that does not unpickle) makes
-`Worker.result` return None, and the caller does the step itself, where its error is
-raised as usual.
+model, copy on write. The worker passes picklable messages on the way (`send`: a graph
+saved, which the parent can validate while the worker goes on), then a result, and exits;
+anything that goes wrong in it (an exception, a crash, a result that does not unpickle) makes
+`Worker.result` return None, and the caller does what is left of the step itself, where its
+error is raised as usual.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["ENV_VAR", "IDLE_CORES", "Worker", "can_fork", "cpu_sample", "fork", "idle_cores"]
+__all__ = ["ENV_VAR", "IDLE_CORES", "Worker", "can_fork", "cpu_sample", "fork", "idle_cores",
+           "send"]
 
 ENV_VAR = "ONNXPORT_EXPORT_WORKERS"
 """1: a forked worker whenever two CPUs are available; 0: never; unset: when a core is idle."""
@@ -100,45 +102,85 @@ def can_fork(since: tuple[float, float, float] | None = None) -> bool:
 
 
 class Worker:
-    """A forked process running one function; `result()` waits for what it returned."""
+    """A forked process running one function: `messages()` gives what it `send`s as it goes,
+    `result()` waits for what it returned."""
 
     def __init__(self, pid: int, fd: int) -> None:
         self.pid = pid
-        self._pipe: Any = os.fdopen(fd, "rb")
+        self._fd: int | None = fd
+        self._buffer = bytearray()
         self._reaped = False
+        self._finished = False
+        self._result: Any | None = None
+
+    def messages(self, timeout: float | None = None) -> Iterator[Any]:
+        """The objects the function passed to `send`, each as soon as it arrives; ends when
+        the function has returned, or failed, or `timeout` seconds (from this call) have
+        passed (then the worker is stopped). `result()` then says which."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._finished:
+            frame = self._frame(deadline)
+            if frame is None:
+                self._finish(None)
+            elif frame[0] == _RESULT:
+                self._finish(frame)
+            else:
+                yield frame[1]
 
     def result(self, timeout: float | None = None) -> Any | None:
         """The function's return value; None when the worker failed in any way, or has not
         finished within `timeout` seconds (then it is stopped: a worker forked while another
-        thread held a lock can wait on it forever)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        chunks = []
-        with self._pipe:
-            fd = self._pipe.fileno()
-            while True:
-                if deadline is not None:
-                    left = deadline - time.monotonic()
-                    if left <= 0 or not select.select([fd], [], [], left)[0]:
-                        self.cancel()
+        thread held a lock can wait on it forever). Messages not yet taken are dropped."""
+        for _ in self.messages(timeout):
+            pass
+        return self._result
+
+    def _frame(self, deadline: float | None) -> tuple[str, Any] | None:
+        """The next (kind, object) the worker wrote; None at its end, or past `deadline`."""
+        buf = self._buffer
+        while True:
+            if len(buf) >= _HEADER:
+                size = int.from_bytes(buf[:_HEADER], "little")
+                if len(buf) >= _HEADER + size:
+                    data = bytes(buf[_HEADER:_HEADER + size])
+                    del buf[:_HEADER + size]
+                    try:
+                        return pickle.loads(data)
+                    except Exception:  # noqa: BLE001  (a frame that does not unpickle: failed)
                         return None
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        data = b"".join(chunks)
+            if self._fd is None:
+                return None
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self._fd], [], [], left)[0]:
+                    return None
+            chunk = os.read(self._fd, 1 << 20)
+            if not chunk:
+                os.close(self._fd)
+                self._fd = None
+            buf += chunk
+
+    def _finish(self, frame: tuple[str, Any] | None) -> None:
+        self._finished = True
+        if frame is None:  # ended without a result, or past its time
+            self.cancel()
+            return
+        self.close()
         _, status = os.waitpid(self.pid, 0)
         self._reaped = True
-        if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or not data:
-            return None
-        try:
-            return pickle.loads(data)
-        except Exception:  # noqa: BLE001  (a result that does not unpickle is a failure)
-            return None
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            self._result = frame[1]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def cancel(self) -> None:
         """Stop the worker and reap it (the caller failed, or was interrupted while waiting;
         its staging folder goes away)."""
-        self._pipe.close()
+        self._finished = True
+        self.close()
         if self._reaped:
             return
         try:
@@ -149,8 +191,28 @@ class Worker:
         self._reaped = True
 
 
+_HEADER = 8  # bytes: a frame's length, then the frame (a pickled (kind, object))
+_MESSAGE, _RESULT = "message", "result"
+_channel: int | None = None  # in a worker: the pipe's writing end
+
+
+def _write(fd: int, kind: str, obj: Any) -> None:
+    data = pickle.dumps((kind, obj))
+    view = memoryview(len(data).to_bytes(_HEADER, "little") + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def send(obj: Any) -> None:
+    """In a forked worker: pass `obj` (picklable) to the parent now (`Worker.messages`);
+    elsewhere: nothing."""
+    if _channel is not None:
+        _write(_channel, _MESSAGE, obj)
+
+
 def fork(fn: Callable[[], Any]) -> Worker:
-    """Run `fn()` in a forked copy of this process; its return value must pickle.
+    """Run `fn()` in a forked copy of this process; its return value, and what it passes to
+    `send` on the way, must pickle.
 
     The objects alive at the fork are frozen for the child's collector (`gc.freeze`), so its
     collections neither scan them nor write to their pages (copy-on-write faults); the
@@ -167,15 +229,18 @@ def fork(fn: Callable[[], Any]) -> Worker:
         gc.unfreeze()
         os.close(write)
         return Worker(pid, read)
+    global _channel
     code = 1
     try:
         os.close(read)
         import torch
 
         torch.set_num_threads(1)
-        data = pickle.dumps(fn())
-        with os.fdopen(write, "wb") as pipe:
-            pipe.write(data)
+        _channel = write
+        result = fn()
+        _channel = None
+        _write(write, _RESULT, result)
+        os.close(write)
         code = 0
     except BaseException:  # noqa: BLE001  (the parent does the step itself)
         pass
