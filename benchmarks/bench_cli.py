@@ -1,7 +1,7 @@
 """optimum-cli vs onnxport on the same tiny checkpoints, interleaved, in the same run.
 
     python benchmarks/bench_cli.py [--only llama,bert] [--rounds 2] [--floor] [--workers]
-                                   [--out bench_cli.md]
+                                   [--baseline REV] [--rev REV] [--out bench_cli.md]
 
 For each checkpoint of tests/cli_tasks/checkpoints.py (saved with save_pretrained, random
 weights; default: llama, qwen2, gpt2, bert, t5, vit, whisper, clip), runs
@@ -38,6 +38,12 @@ and the model's code, onnx_ir, onnxruntime, torch.export's tracer) and loads the
 plus (b) the export step of the task's graphs run warm (the second export in one process),
 beside optimum-cli's median: where (a) + (b) is above 0.8x optimum-cli, no change to
 onnxport's own steps can reach that ratio.
+
+With `--baseline REV`, onnxport as of the git revision REV (its src/ extracted with `git
+archive` into a temporary folder and put first on PYTHONPATH) runs as a third command in the
+same rounds (the commands rotate), for an A/B of a change on the same machine at the same
+time. With `--rev REV`, the onnxport command itself runs REV's sources the same way (not the
+working tree, which other work in the same checkout may have changed).
 
 Prints the markdown tables and writes them to --out, with the load average before and after.
 """
@@ -234,6 +240,11 @@ def main() -> int:
                         help="also run onnxport with ONNXPORT_EXPORT_WORKERS=1 (a forked "
                              "export worker even on a busy machine) in the same rounds, and "
                              "compare")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="also run onnxport as of git revision REV in the same rounds "
+                             "(an A/B of a change), and compare")
+    parser.add_argument("--rev", metavar="REV",
+                        help="run onnxport as of git revision REV, not the working tree")
     ns = parser.parse_args()
     if ns.rounds < 2:
         parser.error("--rounds must be at least 2 (the order alternates between rounds)")
@@ -248,6 +259,9 @@ def main() -> int:
         return 2
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     optimum_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    sources = tempfile.TemporaryDirectory()
+    baseline_env = _at_revision(env, ns.baseline, Path(sources.name) / "baseline")
+    env = _at_revision(env, ns.rev, Path(sources.name) / "rev")
     workers_env = {**env, "ONNXPORT_EXPORT_WORKERS": "1"}
     onnxport_cmd = [sys.executable, str(Path(__file__).resolve()), "--run-onnxport"]
     _compile_onnxport()
@@ -264,6 +278,11 @@ def main() -> int:
                "workers s, each round | workers CPU s | onnxport CPU s | "
                "CPU workers / onnxport | workers / optimum | onnxport / optimum | workers |",
                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    baselines = ["| checkpoint | baseline s (median) | onnxport s (median) | onnxport / baseline | "
+                 "baseline s, each round | onnxport s, each round | baseline CPU s | "
+                 "onnxport CPU s | CPU onnxport / baseline | baseline / optimum | "
+                 "onnxport / optimum | baseline |",
+                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     floors = ["| checkpoint | (a) start, imports, load | (b) warm export step | floor (a) + (b) "
               "| optimum-cli (median) | floor / optimum-cli | onnxport / optimum-cli |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -290,7 +309,8 @@ def main() -> int:
                      OPTIMUM_TASK.get(name, task), *OPTIMUM_ARGS.get(name, []), str(out_o)]
             cmd_p = [*onnxport_cmd, "export", "--model", str(ck), "--task", task,
                      "--overwrite", str(out_p)]
-            tools = ["optimum", "onnxport"] + (["workers"] if ns.workers else [])
+            tools = (["optimum", "onnxport"] + (["workers"] if ns.workers else [])
+                     + (["baseline"] if ns.baseline else []))
             times: dict[str, list[float]] = {tool: [] for tool in tools}
             cpu: dict[str, list[float]] = {tool: [] for tool in tools}
             ok = {tool: True for tool in tools}
@@ -302,7 +322,8 @@ def main() -> int:
                         shutil.rmtree(out_o)  # optimum-cli writes into a folder as it is
                     t, rc, out_text, err, c = _run(cmd_o if tool == "optimum" else cmd_p,
                                                    {"optimum": optimum_env,
-                                                    "workers": workers_env}.get(tool, env))
+                                                    "workers": workers_env,
+                                                    "baseline": baseline_env}.get(tool, env))
                     times[tool].append(t)
                     cpu[tool].append(c)
                     ok[tool] &= rc == 0
@@ -330,6 +351,13 @@ def main() -> int:
                                f"{c_s / c_p:.2f} | {t_s / t_o:.2f} | {t_p / t_o:.2f} | "
                                f"{'pass' if ok['workers'] else 'FAIL'} |")
                 print(serials[-1], flush=True)
+            if ns.baseline:
+                t_b, c_b = statistics.median(times["baseline"]), statistics.median(cpu["baseline"])
+                baselines.append(f"| {name} | {t_b:.1f} | {t_p:.1f} | {t_p / t_b:.2f} | "
+                                 f"{_each(times['baseline'])} | {_each(times['onnxport'])} | "
+                                 f"{c_b:.1f} | {c_p:.1f} | {c_p / c_b:.2f} | {t_b / t_o:.2f} | "
+                                 f"{t_p / t_o:.2f} | {'pass' if ok['baseline'] else 'FAIL'} |")
+                print(baselines[-1], flush=True)
             forked[name] = sum(WORKER_MARK in text for text in stderrs)
             s = _onnxport_split(*last["onnxport"], times["onnxport"][-1])
             stages = sum(s.get(k, 0.0) for k in ("capture", "translate", "passes"))
@@ -349,7 +377,9 @@ def main() -> int:
                               f"| {t_o:.1f} | {(imports + warm) / t_o:.2f} | {t_p / t_o:.2f} |")
                 print(floors[-1], flush=True)
     worst = max(ratios.values()) if ratios else float("nan")
-    text = (f"load average (1, 5, 15 min) before: {load_before}; after: {_load()}; "
+    text = ((f"onnxport as of {ns.rev} ({_describe(ns.rev)}), not the working tree\n\n"
+             if ns.rev else "")
+            + f"load average (1, 5, 15 min) before: {load_before}; after: {_load()}; "
             f"{ns.rounds} rounds, order alternating\n\n" + "\n".join(rows)
             + f"\n\nworst onnxport / optimum-cli ratio: {worst:.2f}\n\n"
             "onnxport's seconds, by step, last round (imports: `import onnxport.cli`; "
@@ -365,6 +395,10 @@ def main() -> int:
                  "and last graphs of three exported by it, tasks/workers.py), in the same "
                  "rounds (the three commands rotate):\n\n"
                  + "\n".join(serials) + "\n")
+    if ns.baseline:
+        text += (f"\nonnxport as above beside `baseline`, the same command with onnxport as of "
+                 f"{ns.baseline} ({_describe(ns.baseline)}), in the same rounds (the commands "
+                 f"rotate):\n\n" + "\n".join(baselines) + "\n")
     if ns.floor:
         text += ("\nThe floor (`--floor`): (a) a process that starts, imports torch, "
                  "transformers and the model's code, onnx_ir, onnxruntime and torch.export's "
@@ -375,6 +409,33 @@ def main() -> int:
     Path(ns.out).write_text(text)
     print(text)
     return 0
+
+
+def _at_revision(env: dict[str, str], rev: str | None, into: Path) -> dict[str, str]:
+    """`env` running onnxport as of git revision `rev` (extracted under `into`); `env` itself
+    when `rev` is None."""
+    if rev is None:
+        return env
+    into.mkdir(parents=True)
+    return {**env, "PYTHONPATH": os.pathsep.join([_extract(rev, into),
+                                                  *filter(None, [env.get("PYTHONPATH")])])}
+
+
+def _extract(rev: str, into: Path) -> str:
+    """onnxport's sources as of git revision `rev`, byte-compiled, under `into`; the folder
+    to put on PYTHONPATH."""
+    import compileall
+
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src/onnxport"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    compileall.compile_dir(str(into / "src" / "onnxport"), quiet=1)
+    return str(into / "src")
+
+
+def _describe(rev: str) -> str:
+    return subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%h %s", rev],
+                          capture_output=True, text=True).stdout.strip()[:100]
 
 
 def _order(tools: list[str], r: int) -> list[str]:
