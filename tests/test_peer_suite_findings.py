@@ -50,12 +50,18 @@ def test_verify_onnx_program_with_intermediates_on_torch_onnx_program(add_sub_to
     assert all(i.max_abs_diff == 0 for i in ours)
 
 
-def test_verify_onnx_program_with_intermediates_on_onnxport_program() -> None:
-    # onnxport's graph keeps the 1 of `c - 1` as an argument: two values, not three.
+def test_verify_onnx_program_with_intermediates_on_onnxport_program(add_sub_torch_onnx) -> None:
+    # The int 1 of `c - 1` on a float tensor is an explicit scalar_tensor node, as in
+    # torch.onnx's program (capture/explicit_scalars.py): the same three values are compared.
+    from torch.onnx._internal.exporter import _verification
+
     args = (torch.tensor([1.0]), torch.tensor([2.0]))
     program = onnxport.export(_AddSub(), args)
-    assert [i.name for i in verify_onnx_program(program, args, compare_intermediates=True)] == \
-        ["add", "sub"]
+    infos = verify_onnx_program(program, args, compare_intermediates=True)
+    assert [(i.name, i.max_abs_diff) for i in infos] == \
+        [("add", 0), ("scalar_tensor_default", 0), ("sub", 0)]
+    theirs = _verification.verify_onnx_program(add_sub_torch_onnx, args, compare_intermediates=True)
+    assert [i.name for i in infos] == [i.name for i in theirs]
 
 
 @pytest.fixture(scope="module")
@@ -233,7 +239,8 @@ def test_verification_interpreter(add_sub_torch_onnx, wrong_tanh) -> None:
     args = (torch.tensor([1.0]), torch.tensor([2.0]))
     ours = _VerificationInterpreter(onnxport.export(_AddSub(), args))
     torch.testing.assert_close(ours.run(args), _AddSub()(*args))
-    assert [(i.name, i.max_abs_diff) for i in ours.verification_infos] == [("add", 0), ("sub", 0)]
+    assert [(i.name, i.max_abs_diff) for i in ours.verification_infos] == \
+        [("add", 0), ("scalar_tensor_default", 0), ("sub", 0)]
     program = add_sub_torch_onnx
     ours, theirs = _VerificationInterpreter(program), _verification._VerificationInterpreter(program)
     ours.run(args)

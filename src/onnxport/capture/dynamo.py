@@ -28,6 +28,7 @@ from onnxport.capture.decompose import (
     decompose_node,
     decomposition_for,
 )
+from onnxport.capture.explicit_scalars import make_scalars_explicit
 from onnxport.capture.guards import (
     UnenforcedGuard,
     pinned_axes,
@@ -138,6 +139,8 @@ def capture(
         _decompose_untranslated(captured, has_translation,
                                 in_place=not isinstance(model, torch.export.ExportedProgram),
                                 size_oblivious=search.oblivious)
+        if not isinstance(model, torch.export.ExportedProgram):
+            make_scalars_explicit(captured.exported_program.graph_module)
     return captured
 
 

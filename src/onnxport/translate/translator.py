@@ -28,6 +28,7 @@ from onnx_ir.tensor_adapters import TorchTensor
 
 from onnxport import _dtypes
 from onnxport.capture.captured import Captured, node_value
+from onnxport.capture.explicit_scalars import SCALAR_KEY, SCALAR_TENSOR
 from onnxport.capture.inplace import effective_target
 from onnxport.errors import MissingOp, OnnxExporterError, TranslationError, UnsupportedOperatorError
 from onnxport.translate.binding import bind
@@ -367,6 +368,10 @@ class Translator:
     # -- nodes ---------------------------------------------------------------------------
     def _convert(self, arg: Any) -> Any:
         if isinstance(arg, torch.fx.Node):
+            if arg.target is SCALAR_TENSOR and SCALAR_KEY in arg.meta:
+                # a number made explicit in capture: the op reads the number, whose constant
+                # is the scalar node's value (GraphBuilder.const caches small constants)
+                return arg.meta[SCALAR_KEY]
             return self.env[arg]
         if isinstance(arg, (list, tuple)):
             return type(arg)(self._convert(a) for a in arg)
