@@ -111,3 +111,14 @@ def test_entry_failing_the_check_is_dropped_and_computed() -> None:
         assert second.shape == first.shape and second.dtype == first.dtype
         assert second is not first
     assert not trace_cost._unchecked
+
+
+def test_nested_contexts_restore_torch_once() -> None:
+    stock = vars(FakeTensorMode)["_cached_dispatch_impl"]
+    with cheaper_trace():
+        patched = vars(FakeTensorMode)["_cached_dispatch_impl"]
+        assert patched is not stock
+        with cheaper_trace():
+            assert vars(FakeTensorMode)["_cached_dispatch_impl"] is patched
+        assert vars(FakeTensorMode)["_cached_dispatch_impl"] is patched  # the outer still open
+    assert vars(FakeTensorMode)["_cached_dispatch_impl"] is stock

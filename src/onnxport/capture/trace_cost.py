@@ -30,6 +30,9 @@ from typing import Any
 import torch
 
 _state = threading.local()
+_lock = threading.Lock()
+_depth = 0  # contexts open, in every thread
+_saved: list[tuple[Any, str, Any]] = []  # (owner, attribute, torch's original)
 # id(entry info) -> (info, expected dispatch keys, the cache holding it, its key); the info is
 # held so that its id stays its own
 _unchecked: dict[int, tuple[Any, Any, dict[Any, Any], Any]] = {}
@@ -105,33 +108,48 @@ def _wrap_cache(mode_class: Any) -> dict[str, Any]:
             "_output_from_cache_entry": output_from, "_cached_dispatch_impl": dispatch}
 
 
-@contextlib.contextmanager
-def cheaper_trace() -> Iterator[None]:
-    """Within this context torch.export's trace defers the work described in this module."""
+def _apply() -> None:
     import torch.utils._traceback as tracebacks
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    saved: list[tuple[Any, str, Any]] = []
-    outermost = not getattr(_state, "depth", 0)
-    _state.depth = getattr(_state, "depth", 0) + 1
+    if hasattr(tracebacks, "_extract_symbolized_tb"):
+        _saved.append((tracebacks, "_extract_symbolized_tb", tracebacks._extract_symbolized_tb))
+        tracebacks._extract_symbolized_tb = _frames_without_lines
+    names = ("_get_output_info_for_cache_entry", "_output_from_cache_entry",
+             "_cached_dispatch_impl", "_dispatch_impl")
+    if all(name in vars(FakeTensorMode) for name in names):
+        for name, replacement in _wrap_cache(FakeTensorMode).items():
+            _saved.append((FakeTensorMode, name, vars(FakeTensorMode)[name]))
+            setattr(FakeTensorMode, name, replacement)
+
+
+def _restore() -> None:
+    while _saved:
+        owner, name, original = _saved.pop()
+        setattr(owner, name, original)
+    for _info, _keys, cache, key in _unchecked.values():
+        cache.pop(key, None)
+    _unchecked.clear()
+
+
+@contextlib.contextmanager
+def cheaper_trace() -> Iterator[None]:
+    """Within this context torch.export's trace defers the work described in this module.
+    Nested and concurrent contexts share one application: the last to exit restores torch."""
+    global _depth
+    with _lock:
+        _depth += 1
+        if _depth == 1:
+            try:
+                _apply()
+            except BaseException:
+                _restore()
+                _depth -= 1
+                raise
     try:
-        if outermost:
-            if hasattr(tracebacks, "_extract_symbolized_tb"):
-                saved.append((tracebacks, "_extract_symbolized_tb",
-                              tracebacks._extract_symbolized_tb))
-                tracebacks._extract_symbolized_tb = _frames_without_lines
-            names = ("_get_output_info_for_cache_entry", "_output_from_cache_entry",
-                     "_cached_dispatch_impl", "_dispatch_impl")
-            if all(name in vars(FakeTensorMode) for name in names):
-                for name, replacement in _wrap_cache(FakeTensorMode).items():
-                    saved.append((FakeTensorMode, name, vars(FakeTensorMode)[name]))
-                    setattr(FakeTensorMode, name, replacement)
         yield
     finally:
-        _state.depth -= 1
-        for owner, name, original in reversed(saved):
-            setattr(owner, name, original)
-        if outermost:
-            for _info, _keys, cache, key in _unchecked.values():
-                cache.pop(key, None)
-            _unchecked.clear()
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                _restore()
