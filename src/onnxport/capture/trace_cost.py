@@ -16,12 +16,14 @@ onnxport nothing, and `cheaper_trace()` defers them to when their result is read
   not have stored it). Entries never used again (most of a model's ops) are never rebuilt;
   entries still unchecked when the context exits leave the cache.
 
-Each piece applies only where the installed torch has the function it wraps.
+Each piece applies only where the installed torch has the functions it wraps, with the
+parameters and fields it uses.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 import traceback
 from collections.abc import Iterator
@@ -50,6 +52,36 @@ def _frames_without_lines(tb: Any, skip: int) -> traceback.StackSummary:
     return stack
 
 
+# the methods `_wrap_cache` wraps, with the parameters it passes on, as torch 2.13 has them
+# (a torch whose cache differs keeps its own check: `_cache_as_expected`)
+_CACHE_METHODS = {
+    "_get_output_info_for_cache_entry": ["self", "state", "key", "func", "args", "kwargs",
+                                         "output"],
+    "_output_from_cache_entry": ["self", "state", "entry", "key", "func", "args"],
+    "_cached_dispatch_impl": ["self", "func", "types", "args", "kwargs"],
+    "_dispatch_impl": ["self", "func", "types", "args", "kwargs"],
+}
+
+
+def _cache_as_expected(mode_class: Any) -> bool:
+    """Whether this torch's fake-tensor cache has the methods and fields `_wrap_cache` uses."""
+    from torch._subclasses import fake_tensor
+
+    for name, parameters in _CACHE_METHODS.items():
+        method = inspect.unwrap(vars(mode_class).get(name, None) or (lambda: None))
+        if list(inspect.signature(method).parameters) != parameters:
+            return False
+    fields = {"_DispatchCacheValidEntry": ("output_infos", "is_output_tuple"),
+              "_DispatchCacheEntryOutputInfo": ("inplace_idx", "metadata"),
+              "_CacheKeyState": ("cache_on_shape_env", "shape_env")}
+    for cls_name, names in fields.items():
+        cls = getattr(fake_tensor, cls_name, None)
+        if cls is None or not all(n in getattr(cls, "__dataclass_fields__", {}) or hasattr(cls, n)
+                                  for n in names):
+            return False
+    return isinstance(getattr(mode_class, "cache", None), dict)
+
+
 def _wrap_cache(mode_class: Any) -> dict[str, Any]:
     """Replacements of FakeTensorMode's cache methods that defer the check of new entries."""
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
@@ -69,8 +101,10 @@ def _wrap_cache(mode_class: Any) -> dict[str, Any]:
         finally:
             _state.computed = outer
         if info.metadata is not None and info.inplace_idx is None:
-            cache = state.shape_env.fake_tensor_cache if state.cache_on_shape_env() \
-                else mode_class.cache
+            cache = getattr(state.shape_env, "fake_tensor_cache", None) \
+                if state.cache_on_shape_env() else mode_class.cache
+            if not isinstance(cache, dict):  # no cache to drop it from: torch checks it now
+                return get_info(self, state, key, func, args, kwargs, output)
             _unchecked[id(info)] = (info, dispatch_keys(output), cache, key)
         return info
 
@@ -112,12 +146,11 @@ def _apply() -> None:
     import torch.utils._traceback as tracebacks
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    if hasattr(tracebacks, "_extract_symbolized_tb"):
+    extract = getattr(tracebacks, "_extract_symbolized_tb", None)
+    if extract is not None and list(inspect.signature(extract).parameters) == ["tb", "skip"]:
         _saved.append((tracebacks, "_extract_symbolized_tb", tracebacks._extract_symbolized_tb))
         tracebacks._extract_symbolized_tb = _frames_without_lines
-    names = ("_get_output_info_for_cache_entry", "_output_from_cache_entry",
-             "_cached_dispatch_impl", "_dispatch_impl")
-    if all(name in vars(FakeTensorMode) for name in names):
+    if _cache_as_expected(FakeTensorMode):
         for name, replacement in _wrap_cache(FakeTensorMode).items():
             _saved.append((FakeTensorMode, name, vars(FakeTensorMode)[name]))
             setattr(FakeTensorMode, name, replacement)
