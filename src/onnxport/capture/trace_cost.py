@@ -13,8 +13,8 @@ onnxport nothing, and `cheaper_trace()` defers them to when their result is read
   sizes), only to check that such a rebuilt tensor has the computed one's dispatch keys and
   needs no data-dependent guard. Here the check runs when the entry is first used: an entry
   whose rebuilt output fails it leaves the cache and the op is computed instead (torch would
-  not have stored it). Entries never used again (most of a model's ops) are never rebuilt;
-  entries still unchecked when the context exits leave the cache.
+  not have stored it). Entries never used again are never rebuilt; entries still unchecked
+  when the context exits leave the cache.
 
 Each piece applies only where the installed torch has the functions it wraps, with the
 parameters and fields it uses.
