@@ -437,7 +437,7 @@ def _exported_in_worker(plan: _Plan, model: torch.nn.Module, specs: list[GraphSp
     for spec in specs:
         lines: list[str] = []
         _export_and_save_one(plan, model, spec, staging,
-                             lambda line: lines.append(f"{line} {WORKER_MARK}"), None,
+                             lambda line, lines=lines: lines.append(f"{line} {WORKER_MARK}"), None,
                              {"export": 0.0, "save": 0.0}, {})
         workers.send((spec.filename, lines))
     return True
