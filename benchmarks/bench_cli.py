@@ -344,19 +344,11 @@ def main() -> int:
                         f"| {c_o:.1f} / {c_p:.1f} | {c_p / c_o:.2f} "
                         f"| {_files(out_o)} | {_files(out_p)} |")
             print(rows[-1], flush=True)
-            if ns.workers:
-                t_s, c_s = statistics.median(times["workers"]), statistics.median(cpu["workers"])
-                serials.append(f"| {name} | {t_s:.1f} | {t_p:.1f} | {t_s / t_p:.2f} | "
-                               f"{_each(times['workers'])} | {c_s:.1f} | {c_p:.1f} | "
-                               f"{c_s / c_p:.2f} | {t_s / t_o:.2f} | {t_p / t_o:.2f} | "
-                               f"{'pass' if ok['workers'] else 'FAIL'} |")
+            if ns.workers:  # the forked worker against the default command
+                serials.append(_ab_row(name, times, cpu, ok, "workers", t_o, against_default=False))
                 print(serials[-1], flush=True)
-            if ns.baseline:
-                t_b, c_b = statistics.median(times["baseline"]), statistics.median(cpu["baseline"])
-                baselines.append(f"| {name} | {t_b:.1f} | {t_p:.1f} | {t_p / t_b:.2f} | "
-                                 f"{_each(times['baseline'])} | {_each(times['onnxport'])} | "
-                                 f"{c_b:.1f} | {c_p:.1f} | {c_p / c_b:.2f} | {t_b / t_o:.2f} | "
-                                 f"{t_p / t_o:.2f} | {'pass' if ok['baseline'] else 'FAIL'} |")
+            if ns.baseline:  # the default command against another commit's
+                baselines.append(_ab_row(name, times, cpu, ok, "baseline", t_o, against_default=True))
                 print(baselines[-1], flush=True)
             forked[name] = sum(WORKER_MARK in text for text in stderrs)
             s = _onnxport_split(*last["onnxport"], times["onnxport"][-1])
@@ -443,6 +435,22 @@ def _order(tools: list[str], r: int) -> list[str]:
     if len(tools) == 2:
         return tools if r % 2 == 0 else tools[::-1]
     return tools[r % len(tools):] + tools[:r % len(tools)]
+
+
+def _ab_row(name: str, times: dict[str, list[float]], cpu: dict[str, list[float]],
+            ok: dict[str, bool], other: str, t_o: float, *, against_default: bool) -> str:
+    """A row of the --workers or --baseline table: `other`'s medians beside the default
+    command's, the ratio of the newer over the older, and each over optimum-cli's."""
+    t_x, c_x = statistics.median(times[other]), statistics.median(cpu[other])
+    t_p, c_p = statistics.median(times["onnxport"]), statistics.median(cpu["onnxport"])
+    verdict = "pass" if ok[other] else "FAIL"
+    if against_default:
+        return (f"| {name} | {t_x:.1f} | {t_p:.1f} | {t_p / t_x:.2f} | {_each(times[other])} | "
+                f"{_each(times['onnxport'])} | {c_x:.1f} | {c_p:.1f} | {c_p / c_x:.2f} | "
+                f"{t_x / t_o:.2f} | {t_p / t_o:.2f} | {verdict} |")
+    return (f"| {name} | {t_x:.1f} | {t_p:.1f} | {t_x / t_p:.2f} | {_each(times[other])} | "
+            f"{c_x:.1f} | {c_p:.1f} | {c_x / c_p:.2f} | {t_x / t_o:.2f} | {t_p / t_o:.2f} | "
+            f"{verdict} |")
 
 
 def _each(times: list[float]) -> str:
