@@ -72,3 +72,18 @@ def test_the_constant_is_compared_by_verification() -> None:
     infos = verify_onnx_program(_export(Shift(), args), args, compare_intermediates=True)
     assert [(i.name, i.max_abs_diff) for i in infos] == \
         [("to", 0), ("scalar_tensor_default", 0), ("sub", 0)]
+
+
+def test_dtypes_outside_promotion_rules_keep_the_number() -> None:
+    # torch's promotion rules raise on quantized dtypes: the pass leaves such a node alone
+    # instead of failing the export.
+    from onnxport.capture.explicit_scalars import make_scalars_explicit
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = torch.quantize_per_tensor(torch.ones(2), 1.0, 0, torch.quint8)
+    y = graph.call_function(torch.ops.aten.add.Tensor, (x, 1))
+    graph.output(y)
+    module = torch.fx.GraphModule(torch.nn.Module(), graph)
+    assert make_scalars_explicit(module) == 0
+    assert y.args == (x, 1)

@@ -75,8 +75,11 @@ def _make_explicit(graph: torch.fx.Graph) -> int:
         if not tensors or any(t.is_complex() for t in tensors):
             continue
         operands = [*tensors, *(args[i] for i in numbers)]
-        _, common = elementwise_dtypes(
-            *operands, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
+        try:
+            _, common = elementwise_dtypes(
+                *operands, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
+        except (TypeError, ValueError, RuntimeError):
+            continue  # dtypes torch's promotion rules do not cover: the number stays an argument
         new_args = list(args)
         for i in numbers:
             number = args[i]
