@@ -8,11 +8,10 @@ Python kernels below, which compute the same values without reading data; the op
 translates the ops themselves. (RNNs get loop-shaped kernels from capture/rnn.py.)
 
 Some ops have no meta kernel of their own: on fake tensors of symbolic sizes, torch runs their
-Python decomposition just to learn the output's shape, and every one of its dozens of ops
-computes symbolic sizes. `FAKE_KERNELS` give that shape directly while `capture_kernels()` is
-active (capture keeps the op whole, so nothing else reads them): `grid_sampler_2d`'s
-decomposition took a tenth of D-FINE's capture (three deformable-attention levels per decoder
-layer).
+Python decomposition (or, for a composite op capture keeps whole, its composite kernel) just to
+learn the output's metadata, and every one of its ops computes symbolic sizes. While
+`capture_kernels()` is active, capture/fake_kernels.py gives that metadata directly for the
+costly ones (batch norm, layer norm, linear, relu, clamp, grid_sampler_2d).
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from typing import Any
 
 import torch
 
+from onnxport.capture.fake_kernels import COMPOSITE_SHAPE_KERNELS, FAKE_KERNELS, standing_in_for
 from onnxport.capture.trace_cost import cheaper_trace
 
 _CIA = torch._C.DispatchKey.CompositeImplicitAutograd
@@ -63,35 +63,17 @@ def _corrcoef(input: torch.Tensor) -> torch.Tensor:
     return (c / std[:, None] / std[None, :]).clamp(-1, 1)
 
 
-def _grid_sampler_2d_shape(input: torch.Tensor, grid: torch.Tensor, interpolation_mode: int,
-                           padding_mode: int, align_corners: bool) -> torch.Tensor:
-    # ATen's checks (torch/_meta_registrations.check_grid_sampler_common), then the output of
-    # the CPU kernel: contiguous (N, C, H_out, W_out) in the input's dtype
-    torch._check(input.dim() == 4 and grid.dim() == 4,
-                 lambda: "grid_sampler(): expected 4D input and grid")
-    torch._check(input.shape[0] == grid.shape[0] and grid.shape[-1] == 2,
-                 lambda: "grid_sampler(): expected grid of shape (N, H_out, W_out, 2)")
-    torch._check(input.dtype == grid.dtype,
-                 lambda: "grid_sampler(): expected input and grid to have the same dtype")
-    torch._check(0 <= interpolation_mode <= 2 and 0 <= padding_mode <= 2,
-                 lambda: "grid_sampler(): unknown interpolation or padding mode")
-    return input.new_empty((input.shape[0], input.shape[1], grid.shape[1], grid.shape[2]))
-
-
-FAKE_KERNELS: dict[Any, Callable[..., Any]] = {
-    torch.ops.aten.grid_sampler_2d.default: _grid_sampler_2d_shape,
-}
-
 KERNELS: dict[Any, Callable[..., Any]] = {
     torch.ops.aten.cov.default: _cov,
     torch.ops.aten.corrcoef.default: _corrcoef,
+    **COMPOSITE_SHAPE_KERNELS,
 }
 
 
 @contextlib.contextmanager
 def capture_kernels() -> Iterator[None]:
     """Within this context the ops of `KERNELS` run their Python kernel as composite, fake
-    tensors of symbolic sizes take the shapes of `FAKE_KERNELS`' ops from them, and torch's
+    tensors of symbolic sizes take the metadata of `FAKE_KERNELS`' ops from them, and torch's
     trace skips the bookkeeping capture/trace_cost.py defers."""
     from torch._decomp import decomposition_table
 
@@ -101,7 +83,9 @@ def capture_kernels() -> Iterator[None]:
         for op, kernel in KERNELS.items():
             op.py_kernels[_CIA] = kernel
             op._dispatch_cache.clear()
-        decomposition_table.update(FAKE_KERNELS)
+        for op, shape in FAKE_KERNELS.items():
+            if decompositions[op] is not None:  # else the op keeps its own fake kernel
+                decomposition_table[op] = standing_in_for(decompositions[op], shape)
         with cheaper_trace():
             yield
     finally:
