@@ -74,7 +74,25 @@ _CASES: list[tuple[str, Any, list[Any], tuple[int, ...], bool]] = [
     ("grid sampler", aten.grid_sampler_2d.default,
      [torch.randn(2, 3, 5, 6), torch.rand(2, 4, 7, 2), 0, 0, False], (0,), True),
     ("relu channels-last", aten.relu.default, [_channels_last(2, 3, 4, 5)], (0,), True),
-    ("relu strided (stock)", aten.relu.default, [torch.randn(4, 6)[:, ::2]], (0,), False),
+    ("relu strided", aten.relu.default, [torch.randn(4, 6)[:, ::2]], (0,), True),
+    ("relu channels-last with 1x1 spatial (stock)", aten.relu.default,
+     [_channels_last(2, 4, 1, 1)], (0,), False),
+    ("relu channels-last with one channel (stock)", aten.relu.default,
+     [_channels_last(2, 1, 3, 3)], (0, 2, 3), False),
+    ("relu odd strides of size-1 dims (stock)", aten.relu.default,
+     [torch.empty_strided((2, 4, 1, 1), (4, 1, 7, 9)).normal_()], (0,), False),
+    ("relu sliced", aten.relu.default, [torch.randn(2, 4, 6, 6)[:, :, 1:4, 2:5]], (0,), True),
+    ("bn channels-last with 1x1 spatial (stock)",
+     aten._native_batch_norm_legit_no_training.default,
+     [_channels_last(2, 4, 1, 1), *_bn()], (0,), False),
+    ("bn odd strides of size-1 dims (stock)", aten._native_batch_norm_legit_no_training.default,
+     [torch.empty_strided((2, 4, 1, 1), (4, 1, 7, 9)).normal_(), *_bn()], (0,), False),
+    ("layer norm size-1 dim (stock)", aten.native_layer_norm.default,
+     [torch.randn(2, 1, 8), [8], None, None, 1e-5], (0,), False),
+    ("clamp channels-last with 1x1 spatial (stock)", aten.clamp.default,
+     [_channels_last(2, 4, 1, 1), -1.0, 1.0], (0,), False),
+    ("linear size-1 dim of odd stride", aten.linear.default,
+     [torch.randn(2, 3, 5)[:, 1:2], torch.randn(4, 5), torch.randn(4)], (0,), True),
     ("relu int (stock)", aten.relu.default, [torch.arange(6).reshape(2, 3)], (0,), False),
     ("clamp", aten.clamp.default, [torch.randn(2, 3), -0.5, 0.5], (0,), True),
     ("clamp min only", aten.clamp.default, [torch.randn(2, 3, 4), 0.0], (0, 2), True),
@@ -194,11 +212,11 @@ def test_same_program_with_and_without_the_kernels(monkeypatch: pytest.MonkeyPat
     torch.manual_seed(0)
     model = _Mixed().eval()
     used = {op: 0 for op in (*fake_kernels.FAKE_KERNELS, *fake_kernels.COMPOSITE_SHAPE_KERNELS)}
-    real_like = fake_kernels._like
-    monkeypatch.setattr(fake_kernels, "_like", lambda *a: used.__setitem__(
-        aten.relu.default, used[aten.relu.default] + 1) or real_like(*a))
+    real_pointwise = fake_kernels._pointwise
+    monkeypatch.setattr(fake_kernels, "_pointwise", lambda *a: used.__setitem__(
+        aten.relu.default, used[aten.relu.default] + 1) or real_pointwise(*a))
     with_kernels = _capture(model)
-    monkeypatch.setattr(fake_kernels, "_like", real_like)
+    monkeypatch.setattr(fake_kernels, "_pointwise", real_pointwise)
     monkeypatch.setattr(kernels, "FAKE_KERNELS", {})
     monkeypatch.setattr(kernels, "KERNELS", {
         op: k for op, k in kernels.KERNELS.items()

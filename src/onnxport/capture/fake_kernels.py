@@ -11,7 +11,8 @@ composite kernel the same way. With a dynamic batch this dominated D-FINE's capt
 While `capture_kernels()` is active (capture/kernels.py), these ops get their output's
 metadata directly: the same sizes (the input's own symbols), strides and dtypes as the stock
 computation, and the same checks (`torch._check`) on the sizes that must agree. Each kernel
-covers the common case only: float inputs of one dtype, dense layouts, no autograd. Anything
+covers the common case only: float inputs of one dtype, dense layouts (any layout for the
+pointwise ones) without size-1 dims, no autograd. Anything
 else, and any call made while an FX tracer records (a decomposition being traced into a
 graph), runs the stock computation. Only fake tensors are concerned: a call on real tensors
 always runs the stock kernel. tests/capture/test_fake_kernels.py compares every kernel's
@@ -26,9 +27,13 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._prims_common import is_contiguous_for_memory_format_or_false
+from torch._prims_common import (
+    compute_elementwise_output_strides,
+    is_contiguous_for_memory_format_or_false,
+)
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.experimental.proxy_tensor import get_proxy_mode
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 __all__ = ["COMPOSITE_SHAPE_KERNELS", "FAKE_KERNELS", "standing_in_for"]
 
@@ -48,6 +53,13 @@ def _fake_only(*tensors: Any) -> bool:
         if not isinstance(t, FakeTensor) or (grad and t.requires_grad):
             return False
     return True
+
+
+def _no_unit_dims(t: torch.Tensor) -> bool:
+    """Whether no dim of `t` is known to be 1 (a symbolic size counts as not 1, as in torch's
+    own stride computations; no guard is added). The strides torch gives an output's size-1
+    dims depend on how each op computes them; the kernels leave those to it."""
+    return not any(guard_or_false(d == 1) for d in t.shape)
 
 
 def _dense_layout(t: torch.Tensor) -> torch.memory_format | None:
@@ -112,7 +124,8 @@ def _batch_norm_no_training(input: torch.Tensor, weight: torch.Tensor | None,
                             running_var: torch.Tensor, momentum: float, eps: float) -> Any:
     if not (_fake_only(input, weight, bias, running_mean, running_var)
             and input.dtype in _FLOATS and input.dim() >= 2 and input.device.type == "cpu"
-            and _same_dtype(input.dtype, weight, bias, running_mean, running_var)):
+            and _same_dtype(input.dtype, weight, bias, running_mean, running_var)
+            and _no_unit_dims(input)):
         return NotImplemented
     layout = _dense_layout(input)
     if layout is None:
@@ -132,7 +145,7 @@ def _native_layer_norm(input: torch.Tensor, normalized_shape: list[int],
     n = len(normalized_shape)
     if not (_fake_only(input, weight, bias) and input.dtype in _FLOATS
             and _same_dtype(input.dtype, weight, bias) and 0 < n <= input.dim()
-            and _dense_layout(input) is torch.contiguous_format):
+            and _no_unit_dims(input) and _dense_layout(input) is torch.contiguous_format):
         return NotImplemented
     trailing = input.shape[input.dim() - n:]
     for got, want in zip(trailing, normalized_shape, strict=True):
@@ -148,18 +161,24 @@ def _native_layer_norm(input: torch.Tensor, normalized_shape: list[int],
             input.new_empty(stats), input.new_empty(stats))
 
 
+def _pointwise(input: torch.Tensor) -> torch.Tensor:
+    # the strides torch's elementwise meta gives a one-input op (size-1 dims included)
+    return torch.empty_strided(input.shape, compute_elementwise_output_strides(input),
+                               dtype=input.dtype, device=input.device)
+
+
 def _relu(input: torch.Tensor) -> Any:
-    layout = _dense_layout(input) if _fake_only(input) and input.dtype in _FLOATS else None
-    return NotImplemented if layout is None else _like(input, layout)
+    if not (_fake_only(input) and input.dtype in _FLOATS and _no_unit_dims(input)):
+        return NotImplemented
+    return _pointwise(input)
 
 
 def _clamp(input: torch.Tensor, min: Any = None, max: Any = None) -> Any:
     if not (_fake_only(input) and input.dtype in _FLOATS and (min is not None or max is not None)
             and all(v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool))
-                    for v in (min, max))):
+                    for v in (min, max)) and _no_unit_dims(input)):
         return NotImplemented
-    layout = _dense_layout(input)
-    return NotImplemented if layout is None else _like(input, layout)
+    return _pointwise(input)
 
 
 FAKE_KERNELS: dict[Any, Callable[..., Any]] = {
