@@ -88,8 +88,8 @@ def _symbolic(args: tuple[Any, ...]) -> bool:
 
 def standing_in_for(stock: Callable[..., Any], shape: Callable[..., Any]) -> Callable[..., Any]:
     """`shape(*args)` at symbolic sizes where it gives an output (not NotImplemented), else
-    `stock(*args)`. It carries `stock`'s name and module, by which torch decides whether to run
-    a decomposition at static sizes, so that choice is torch's own."""
+    `stock(*args)`. It carries `stock`'s name and module (where it has them), by which torch
+    decides whether to run a decomposition at static sizes, so that choice is torch's own."""
 
     @functools.wraps(stock)
     def kernel(*args: Any, **kwargs: Any) -> Any:
@@ -192,14 +192,8 @@ FAKE_KERNELS: dict[Any, Callable[..., Any]] = {
 FakeTensorMode in place of the op's decomposition (`standing_in_for` it)."""
 
 
-def _stock_linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-                  ) -> torch.Tensor:
-    return _aten.linear.default._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd,
-                                       input, weight, bias)
-
-
-def _linear_shape(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-                  ) -> Any:
+def _linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+            ) -> Any:
     if not (_fake_only(input, weight, bias) and input.dtype in _FLOATS and input.dim() >= 2
             and weight.dim() == 2 and _same_dtype(input.dtype, weight, bias)
             and (bias is None or bias.dim() == 1) and input.device == weight.device):
@@ -213,18 +207,8 @@ def _linear_shape(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor 
     return input.new_empty((*input.shape[:-1], weight.shape[0]))
 
 
-def _linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-            ) -> torch.Tensor:
-    if _symbolic((input, weight, bias)):
-        out = _linear_shape(input, weight, bias)
-        if out is not NotImplemented:
-            return out
-    return _stock_linear(input, weight, bias)
-
-
 COMPOSITE_SHAPE_KERNELS: dict[Any, Callable[..., Any]] = {
     _aten.linear.default: _linear,
 }
-"""Composite ops capture keeps whole -> the composite kernel they run instead of ATen's: the
-output's metadata when torch computes a fake output at symbolic sizes, ATen's own kernel
-otherwise."""
+"""Composite ops capture keeps whole -> their output's metadata at symbolic sizes
+(NotImplemented where not covered), run as the op's composite kernel `standing_in_for` ATen's."""

@@ -17,6 +17,7 @@ costly ones (batch norm, layer norm, linear, relu, clamp, grid_sampler_2d).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -66,21 +67,24 @@ def _corrcoef(input: torch.Tensor) -> torch.Tensor:
 KERNELS: dict[Any, Callable[..., Any]] = {
     torch.ops.aten.cov.default: _cov,
     torch.ops.aten.corrcoef.default: _corrcoef,
-    **COMPOSITE_SHAPE_KERNELS,
 }
 
 
 @contextlib.contextmanager
 def capture_kernels() -> Iterator[None]:
     """Within this context the ops of `KERNELS` run their Python kernel as composite, fake
-    tensors of symbolic sizes take the metadata of `FAKE_KERNELS`' ops from them, and torch's
-    trace skips the bookkeeping capture/trace_cost.py defers."""
+    tensors of symbolic sizes take the metadata of `FAKE_KERNELS`' and
+    `COMPOSITE_SHAPE_KERNELS`' ops from them, and torch's trace skips the bookkeeping
+    capture/trace_cost.py defers."""
     from torch._decomp import decomposition_table
 
-    previous = {op: op.py_kernels.get(_CIA) for op in KERNELS}
+    composites = {**KERNELS, **{
+        op: standing_in_for(functools.partial(op._op_dk, _CIA), shape)
+        for op, shape in COMPOSITE_SHAPE_KERNELS.items()}}
+    previous = {op: op.py_kernels.get(_CIA) for op in composites}
     decompositions = {op: decomposition_table.get(op) for op in FAKE_KERNELS}
     try:
-        for op, kernel in KERNELS.items():
+        for op, kernel in composites.items():
             op.py_kernels[_CIA] = kernel
             op._dispatch_cache.clear()
         for op, shape in FAKE_KERNELS.items():
